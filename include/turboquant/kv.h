@@ -1,0 +1,69 @@
+/* turboquant/kv.h -- KV-cache codec: schemes, row sizes, encode/decode of K and V rows.
+ * Included by turboquant.h only.
+ *
+ * A "row" is one (token, kv-head) vector of head_dim elements. Encoders take n_rows rows
+ * (shape (n_rows, head_dim), last index contiguous) and write n_rows encoded rows back to back,
+ * each exactly tq_kv_row_bytes() long. Byte layouts are in docs/FORMAT.md ("KV rows").
+ * Reference semantics for `turbo`: vllm-metal turboquant.py on fp32 inputs (SPEC A1);
+ * f16/bf16 inputs are upcast to fp32 first. Every ISA (and CUDA) writes identical bytes.
+ */
+#ifndef TURBOQUANT_KV_H
+#define TURBOQUANT_KV_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Scheme families. Pinned values, append-only. */
+typedef enum tq_kv_kind {
+    TQ_KV_F32 = 0,   /* plain fp32 rows                                               */
+    TQ_KV_F16 = 1,   /* IEEE half rows (RNE)                                          */
+    TQ_KV_BF16 = 2,  /* bfloat16 rows (RNE)                                           */
+    TQ_KV_KV8 = 3,   /* uniform affine, 8 bit, group 64, fp16 scale + bias, K and V   */
+    TQ_KV_KV4 = 4,   /* uniform affine, 4 bit, group 64, fp16 scale + bias, K and V   */
+    TQ_KV_TURBO = 5, /* TurboQuant: affine keys (k_bits), rotated Lloyd-Max values    */
+    TQ_KV_KIND_COUNT
+} tq_kv_kind;
+
+/* A parsed scheme. k_bits/v_bits are meaningful for TQ_KV_TURBO only (K in {2,4,5,8}, 8 =
+ * signed int8; V in {2,3,4,5,8}); flags is reserved for our own variants and must be 0 now. */
+typedef struct tq_kv_scheme {
+    tq_kv_kind kind;
+    int k_bits;
+    int v_bits;
+    unsigned flags;
+} tq_kv_scheme;
+
+/* tq_kv_scheme_parse() -- "f32", "f16", "bf16", "kv8", "kv4", "turbo" (= turbo:k8v3) or
+ * "turbo:k<K>v<V>". On failure returns TQ_E_ARG with a message listing the valid choices. */
+TQ_API tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out);
+/* tq_kv_scheme_name() -- canonical name ("turbo:k8v3", "kv8") into buf; returns buf. */
+TQ_API const char *tq_kv_scheme_name(tq_kv_scheme s, char *buf, size_t cap);
+/* tq_kv_scheme_key() -- the identifier used in files ("turbo-k8v3", "kv8") into buf. */
+TQ_API const char *tq_kv_scheme_key(tq_kv_scheme s, char *buf, size_t cap);
+/* tq_kv_schemes_help() -- one line listing every valid scheme string. */
+TQ_API const char *tq_kv_schemes_help(void);
+
+/* tq_kv_check() -- TQ_OK if the scheme is valid and supports head_dim (turbo: 64/128/256/512;
+ * others: a positive multiple of 64). Otherwise TQ_E_UNSUPPORTED / TQ_E_ARG naming the choices. */
+TQ_API tq_status tq_kv_check(tq_kv_scheme s, int head_dim);
+/* tq_kv_row_bytes() -- bytes of one encoded K row and one encoded V row. */
+TQ_API tq_status tq_kv_row_bytes(tq_kv_scheme s, int head_dim, size_t *k_bytes, size_t *v_bytes);
+
+/* tq_kv_encode_k()/tq_kv_encode_v() -- encode n_rows rows of head_dim elements of src_type
+ * into dst (dst_cap >= n_rows * row bytes). Row-parallel on pool (NULL = caller's thread);
+ * output identical for every thread count and ISA. No allocation. */
+TQ_API tq_status tq_kv_encode_k(tq_kv_scheme s, int head_dim, tq_dtype src_type, const void *src,
+                                int64_t n_rows, void *dst, size_t dst_cap, tq_pool *pool);
+TQ_API tq_status tq_kv_encode_v(tq_kv_scheme s, int head_dim, tq_dtype src_type, const void *src,
+                                int64_t n_rows, void *dst, size_t dst_cap, tq_pool *pool);
+/* tq_kv_decode_k()/tq_kv_decode_v() -- decode n_rows encoded rows into fp32
+ * (dst_count >= n_rows * head_dim floats). Row-parallel on pool; no allocation. */
+TQ_API tq_status tq_kv_decode_k(tq_kv_scheme s, int head_dim, const void *src, int64_t n_rows,
+                                float *dst, int64_t dst_count, tq_pool *pool);
+TQ_API tq_status tq_kv_decode_v(tq_kv_scheme s, int head_dim, const void *src, int64_t n_rows,
+                                float *dst, int64_t dst_count, tq_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,27 @@
+/* cli.h -- shared helpers of the tq subcommands (tools/ includes only turboquant.h + this). */
+#ifndef TQ_CLI_H
+#define TQ_CLI_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "turboquant.h"
+
+/* A subcommand: returns the process exit code (0 ok, 1 failure, 2 usage error). */
+typedef int (*tq_cmd_fn)(int argc, char **argv);
+
+/* cli_error() -- print "tq CMD: message" and the library's last error if status != TQ_OK. */
+int cli_error(const char *cmd, tq_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* cli_int()/cli_double() -- parse a number flag value, 0 on success; prints a usage error. */
+int cli_int(const char *cmd, const char *flag, const char *val, long *out);
+int cli_double(const char *cmd, const char *flag, const char *val, double *out);
+/* cli_is_help() -- argv contains -h or --help. */
+int cli_is_help(int argc, char **argv);
+
+/* Subcommands (tools/cmd_*.c). */
+int cmd_default(int argc, char **argv);
+int cmd_kv_bench(int argc, char **argv);
+
+#endif

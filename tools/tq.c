@@ -1,0 +1,57 @@
+/* tq.c -- the one command-line tool. `tq` alone runs the main job on built-in defaults;
+ * `tq COMMAND --help` explains each command. The only caller of exit() in the project. */
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    tq_cmd_fn fn;
+    const char *summary;
+} command;
+
+static int cmd_version(int argc, char **argv);
+
+/* One line per command; keep sorted by how often people need them. */
+static const command commands[] = {
+    {"kv-bench", cmd_kv_bench, "KV codec throughput and round-trip quality per scheme and ISA"},
+    {"version", cmd_version, "library version, CPU kernels in use, CUDA devices"},
+};
+
+static int cmd_version(int argc, char **argv)
+{
+    char dev[256] = "";
+    printf("turboquant %s\n", tq_version_string());
+    printf("cpu kernels: %s (override with TQ_CPU=scalar|avx2|avx512)\n", tq_isa_name(tq_cpu_isa()));
+    printf("cuda: %s", tq_cuda_compiled() ? "compiled in" : "not compiled in");
+    if (tq_cuda_available() > 0 && tq_cuda_device_name(dev, sizeof(dev)) == TQ_OK)
+        printf(", device 0: %s", dev);
+    printf("\n");
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tq [COMMAND [ARGS...]]\n\n"
+               "turboquant: rotation-based quantization for LLMs (KV-cache codec, weights).\n"
+               "Run without a command to do the main job on built-in defaults.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`tq COMMAND --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        exit(cmd_default(argc, argv));
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        exit(0);
+    }
+    if (!strcmp(argv[1], "--version"))
+        exit(cmd_version(argc - 1, argv + 1));
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            exit(commands[i].fn(argc - 1, argv + 1));
+    fprintf(stderr, "tq: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    exit(2);
+}
