@@ -20,17 +20,9 @@ extern "C" {
 typedef struct tq_model tq_model;
 typedef struct tq_session tq_session;
 
-/* Architectures the forward pass knows. Pinned values, append-only. */
-typedef enum tq_arch {
-    TQ_ARCH_LLAMA = 0,  /* Llama 2/3, SmolLM, Mistral: RMSNorm, RoPE, GQA, SwiGLU          */
-    TQ_ARCH_QWEN2 = 1,  /* Llama + bias on q/k/v projections                               */
-    TQ_ARCH_QWEN3 = 2,  /* Llama + RMSNorm on q and k per head (no qkv bias)               */
-    TQ_ARCH_GEMMA3 = 3, /* recognised; loading returns TQ_E_UNSUPPORTED for now            */
-    TQ_ARCH_COUNT
-} tq_arch;
-
-/* tq_arch_name() -- "llama", "qwen2", "qwen3", "gemma3"; "?" for an invalid value. */
-TQ_API const char *tq_arch_name(tq_arch a);
+/* Architectures (tq_arch) and hyper-parameters (tq_model_config) are declared in io.h. The
+ * forward pass runs TQ_ARCH_LLAMA, TQ_ARCH_MISTRAL, TQ_ARCH_QWEN2 and TQ_ARCH_QWEN3; GEMMA3 is
+ * recognised and refused with TQ_E_UNSUPPORTED for now. */
 
 /* Options for tq_model_load(). Fill with tq_model_opts_default() first, then change fields. */
 typedef struct tq_model_opts {
@@ -58,7 +50,8 @@ TQ_API void tq_model_free(tq_model *model);
 /* What a loaded model is. Strings point into the model and live as long as it does. */
 typedef struct tq_model_info {
     tq_arch arch;
-    const char *arch_name;  /* "llama", ...                                              */
+    const char *arch_name;  /* tq_arch_name(arch): "llama", ...                          */
+    const tq_model_config *config; /* every hyper-parameter (io.h), owned by the model    */
     const char *path;       /* the path given to tq_model_load (for loading a tokenizer)  */
     int n_layers;
     int dim;                /* hidden size                                                */
