@@ -1,0 +1,157 @@
+/* matvec.c -- scalar weight-matrix products (the specification for every ISA variant), kernel
+ * selection, and the threaded driver. See matvec.h for the operation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "cpu/matvec.h"
+
+static void mm_f32(const void *w, int64_t k, const float *x, const uint16_t *xb, int64_t ldx,
+                   int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    const float *W = w;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *wr = W + r * k;
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * ldx;
+            float s = 0.0f;
+            for (int64_t j = 0; j < k; j++)
+                s += wr[j] * xt[j];
+            y[t * ldy + r] = s;
+        }
+    }
+}
+
+static void mm_f16(const void *w, int64_t k, const float *x, const uint16_t *xb, int64_t ldx,
+                   int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    const uint16_t *W = w;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *wr = W + r * k;
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * ldx;
+            float s = 0.0f;
+            for (int64_t j = 0; j < k; j++)
+                s += tq_f16_to_f32(wr[j]) * xt[j];
+            y[t * ldy + r] = s;
+        }
+    }
+}
+
+static void mm_bf16(const void *w, int64_t k, const float *x, const uint16_t *xb, int64_t ldx,
+                    int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    const uint16_t *W = w;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *wr = W + r * k;
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * ldx;
+            float s = 0.0f;
+            for (int64_t j = 0; j < k; j++)
+                s += tq_bits_f32((uint32_t)wr[j] << 16) * xt[j];
+            y[t * ldy + r] = s;
+        }
+    }
+}
+
+static const tq_mm_kernels scalar_table = {
+    .name = "scalar",
+    .mm = {[TQ_DTYPE_F32] = mm_f32, [TQ_DTYPE_F16] = mm_f16, [TQ_DTYPE_BF16] = mm_bf16},
+    .needs_xb = 0,
+};
+
+const tq_mm_kernels *tq_mm_scalar(void)
+{
+    return &scalar_table;
+}
+
+static int has_bf16_dot(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return tq_cpu_supports(TQ_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
+int tq_mm_all(const tq_mm_kernels **out, int cap)
+{
+    int n = 0;
+    if (n < cap)
+        out[n++] = tq_mm_scalar();
+    if (tq_cpu_supports(TQ_ISA_AVX2) && tq_mm_avx2() && n < cap)
+        out[n++] = tq_mm_avx2();
+    if (tq_cpu_supports(TQ_ISA_AVX512) && tq_mm_avx512() && n < cap)
+        out[n++] = tq_mm_avx512();
+    if (has_bf16_dot() && tq_mm_avx512bf16() && n < cap)
+        out[n++] = tq_mm_avx512bf16();
+    return n;
+}
+
+tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
+{
+    if ((unsigned)wt >= TQ_DTYPE_COUNT)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "weight dtype %d: valid are f32, f16, bf16", (int)wt);
+    const tq_mm_kernels *t = tq_mm_scalar();
+    const tq_isa isa = tq_cpu_isa();
+    if (isa >= TQ_ISA_AVX2 && tq_mm_avx2() && tq_mm_avx2()->mm[wt])
+        t = tq_mm_avx2();
+    if (isa >= TQ_ISA_AVX512 && tq_mm_avx512() && tq_mm_avx512()->mm[wt])
+        t = tq_mm_avx512();
+    const char *want = getenv("TQ_MATVEC");
+    if (want && !strcmp(want, "avx512bf16") && wt == TQ_DTYPE_BF16 && isa >= TQ_ISA_AVX512 &&
+        has_bf16_dot() && tq_mm_avx512bf16())
+        t = tq_mm_avx512bf16();
+    out->fn = t->mm[wt];
+    out->name = t->name;
+    out->needs_xb = t->needs_xb;
+    out->wtype = wt;
+    return TQ_OK;
+}
+
+void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *xb)
+{
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < k; j++) {
+            const uint32_t u = tq_f32_bits(x[t * ldx + j]);
+            /* round to nearest even; NaN stays NaN (quiet bit kept) */
+            xb[t * ldx + j] = (u & 0x7fffffffu) > 0x7f800000u
+                                  ? (uint16_t)((u >> 16) | 0x40u)
+                                  : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        }
+}
+
+typedef struct mm_job {
+    const tq_mm *mm;
+    const void *w;
+    int64_t m, k, ldx, n, ldy;
+    const float *x;
+    const uint16_t *xb;
+    float *y;
+} mm_job;
+
+static void mm_task(void *ctx, int ith, int nth)
+{
+    const mm_job *j = ctx;
+    /* split in blocks of 16 rows so SIMD kernels keep their row unrolling */
+    const int64_t nblk = (j->m + 15) / 16;
+    int64_t b0, b1;
+    tq_split_range(nblk, ith, nth, &b0, &b1);
+    int64_t r0 = b0 * 16, r1 = b1 * 16;
+    if (r1 > j->m)
+        r1 = j->m;
+    if (r0 < r1)
+        j->mm->fn(j->w, j->k, j->x, j->xb, j->ldx, j->n, j->y, j->ldy, r0, r1);
+}
+
+void tq_mm_run(const tq_mm *mm, tq_pool *pool, const void *w, int64_t m, int64_t k,
+               const float *x, const uint16_t *xb, int64_t ldx, int64_t n, float *y, int64_t ldy)
+{
+    mm_job j = {.mm = mm, .w = w, .m = m, .k = k, .ldx = ldx, .n = n, .ldy = ldy, .x = x,
+                .xb = mm->needs_xb ? xb : NULL, .y = y};
+    if (m * k * n < 16384 || tq_pool_size(pool) == 1)
+        mm_task(&j, 0, 1);
+    else
+        tq_pool_run(pool, mm_task, &j);
+}

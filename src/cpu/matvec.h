@@ -1,0 +1,61 @@
+/* matvec.h -- weight-matrix products of the forward pass (internal).
+ *
+ * One operation covers decode (n = 1, a matrix-vector product) and prefill (n > 1, a GEMM):
+ *     y[t * ldy + r] = sum_j W[r * k + j] * x[t * ldx + j]     for r in [r0, r1), t in [0, n)
+ * W has shape (m, k), row-major, elements of the weight dtype (f32, f16 or bf16); x and y are
+ * f32. A kernel computes the rows [r0, r1) only, so threads split output rows and every output
+ * element is produced by one thread in a fixed order: results are identical for any thread
+ * count. The scalar kernels (matvec.c) are the specification: sequential f32 sums.
+ *
+ * Kernel tables, one per ISA file: matvec.c (scalar), matvec_avx2.c, matvec_avx512.c,
+ * matvec_avx512bf16.c (vdpbf16ps: x is rounded to bf16 first, so it is the only kernel that is
+ * not exact in f32 arithmetic; it is used only when asked for, see tq_mm_select()).
+ */
+#ifndef TQ_MATVEC_H
+#define TQ_MATVEC_H
+
+#include "core/core.h"
+
+/* One kernel: rows [r0, r1) of y for n tokens. xb is x rounded to bf16 with the same layout
+ * (ldx); only kernels with needs_xb read it (others get NULL). */
+typedef void (*tq_mm_fn)(const void *w, int64_t k, const float *x, const uint16_t *xb,
+                         int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1);
+
+typedef struct tq_mm_kernels {
+    const char *name;               /* "scalar", "avx2", "avx512", "avx512bf16"            */
+    tq_mm_fn mm[TQ_DTYPE_COUNT];    /* per weight dtype; NULL = not provided               */
+    int needs_xb;                   /* 1 if the kernels read the bf16 copy of x             */
+} tq_mm_kernels;
+
+/* Tables (NULL when this build or CPU cannot run them). */
+const tq_mm_kernels *tq_mm_scalar(void);
+const tq_mm_kernels *tq_mm_avx2(void);
+const tq_mm_kernels *tq_mm_avx512(void);
+const tq_mm_kernels *tq_mm_avx512bf16(void);
+
+/* tq_mm_all() -- every table this CPU can run, scalar first (for tests). Returns the count. */
+int tq_mm_all(const tq_mm_kernels **out, int cap);
+
+/* A chosen kernel for one weight dtype. */
+typedef struct tq_mm {
+    tq_mm_fn fn;
+    const char *name;
+    int needs_xb;
+    tq_dtype wtype;
+} tq_mm;
+
+/* tq_mm_select() -- the kernel for weight dtype wt on this CPU, honouring TQ_CPU (scalar, avx2,
+ * avx512). The bf16-activation kernel (avx512bf16) is taken for bf16 weights only when
+ * TQ_MATVEC=avx512bf16 is set (it rounds activations to bf16). Returns TQ_E_UNSUPPORTED for an
+ * invalid dtype. */
+tq_status tq_mm_select(tq_dtype wt, tq_mm *out);
+
+/* A product over a thread pool: y(n, m) = x(n, k) * W(m, k)^T. xb may be NULL unless
+ * mm->needs_xb (then it must hold x rounded to bf16, see tq_mm_round_x()). */
+void tq_mm_run(const tq_mm *mm, tq_pool *pool, const void *w, int64_t m, int64_t k,
+               const float *x, const uint16_t *xb, int64_t ldx, int64_t n, float *y, int64_t ldy);
+
+/* tq_mm_round_x() -- xb[i] = bf16(x[i]) for n rows of k (leading dimension ldx). */
+void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *xb);
+
+#endif /* TQ_MATVEC_H */

@@ -1,0 +1,2 @@
+# Engine (CPU forward pass, KV-cache interface, matvec/GEMM kernels).
+tq_test(test_engine_matvec LABELS fast)
