@@ -63,6 +63,16 @@ TQ_API tq_status tq_kv_decode_k(tq_kv_scheme s, int head_dim, const void *src, i
 TQ_API tq_status tq_kv_decode_v(tq_kv_scheme s, int head_dim, const void *src, int64_t n_rows,
                                 float *dst, int64_t dst_count, tq_pool *pool);
 
+/* tq_kv_encode_isa()/tq_kv_decode_isa() -- the same with the K (is_v = 0) or V (is_v = 1) side
+ * and the CPU kernel level chosen explicitly (tests and benchmarks). TQ_E_UNSUPPORTED if this
+ * CPU cannot run isa. Every isa writes the same bytes. */
+TQ_API tq_status tq_kv_encode_isa(tq_kv_scheme s, int is_v, int head_dim, tq_dtype src_type,
+                                  const void *src, int64_t n_rows, void *dst, size_t dst_cap,
+                                  tq_pool *pool, tq_isa isa);
+TQ_API tq_status tq_kv_decode_isa(tq_kv_scheme s, int is_v, int head_dim, const void *src,
+                                  int64_t n_rows, float *dst, int64_t dst_count, tq_pool *pool,
+                                  tq_isa isa);
+
 #ifdef __cplusplus
 }
 #endif
