@@ -34,6 +34,7 @@ static const char *const row_kind_names[] = {
     "heavy_tailed_cauchy", "outlier_channel", "outlier_channel_neg", "all_zero",
     "constant_0.5",    "tiny_1e-30",          "huge_1e30",       "subnormal",
     "inf",             "nan",                 "mixed_groups",    "group_scales",
+    "fp32_extreme",    "gaussian_bf16",       "gaussian_2",      "gaussian_3",
 };
 #define N_KINDS ((int)(sizeof row_kind_names / sizeof row_kind_names[0]))
 

@@ -82,6 +82,10 @@ ROW_KINDS = [
     "nan",               # 13 N(0,1) with one NaN in the last group
     "mixed_groups",      # 14 group g cycles: -0.0, const -3, N*1e-3, N*1e3, const 1e-5, N
     "group_scales",      # 15 N(0,1) * 10^U(-6,6) per group
+    "fp32_extreme",      # 16 U(-3.4e38, 3.4e38): max - min and the rotation overflow to inf
+    "gaussian_bf16",     # 17 N(0,1) rounded to bf16 values (real activations upcast)
+    "gaussian_2",        # 18 N(0,1), more random coverage
+    "gaussian_3",        # 19 N(0,1)
 ]
 
 
@@ -131,6 +135,12 @@ def make_rows(d, rng):
     rows.append(r.astype(np.float32))
     sc = (10.0 ** rng.uniform(-6, 6, g)).astype(np.float32)
     rows.append((n().reshape(g, GROUP) * sc[:, None]).astype(np.float32).reshape(d))
+    rows.append(rng.uniform(-3.4e38, 3.4e38, d).astype(np.float32))
+    b = n().view(np.uint32)
+    b = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000))
+    rows.append(b.view(np.float32))
+    rows.append(n())
+    rows.append(n())
     assert len(rows) == len(ROW_KINDS)
     return np.stack(rows).astype(np.float32)
 
