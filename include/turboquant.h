@@ -101,6 +101,7 @@ TQ_API uint64_t tq_alloc_count(void);
 #include "turboquant/io.h"
 #include "turboquant/tokenizer.h"
 #include "turboquant/model.h"
+#include "turboquant/generate.h"
 #include "turboquant/cuda.h"
 
 #endif /* TURBOQUANT_H */
