@@ -1,0 +1,374 @@
+/* weights.c -- one tensor source over GGUF or safetensors that always presents Hugging Face names
+ * and layout. GGUF names are mapped (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight,
+ * table below) and the q/k row permutation that llama.cpp's converter applies to Llama-family
+ * models is undone row by row while dequantizing (docs/FORMAT.md "q/k permutation"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "io/io_internal.h"
+
+typedef struct w_entry {
+    char *name;        /* HF name                                     */
+    const char *src;   /* name inside the file (owned by the reader)  */
+    int64_t src_index; /* index in the reader                          */
+    int perm_heads;    /* > 0: undo the GGUF q/k permutation with this many heads */
+    int n_dims;
+    int64_t shape[4];
+    int64_t n_elem;
+} w_entry;
+
+struct tq_weights {
+    tq_weights_format fmt;
+    tq_gguf *gguf;
+    tq_st *st;
+    tq_model_config cfg;
+    int64_t n;
+    w_entry *e;
+};
+
+static const struct {
+    const char *gguf;
+    const char *hf;
+    const char *hf_gemma; /* when gemma3 names it differently */
+} blk_map[] = {
+    {"attn_norm", "input_layernorm", NULL},
+    {"attn_q", "self_attn.q_proj", NULL},
+    {"attn_k", "self_attn.k_proj", NULL},
+    {"attn_v", "self_attn.v_proj", NULL},
+    {"attn_output", "self_attn.o_proj", NULL},
+    {"attn_q_norm", "self_attn.q_norm", NULL},
+    {"attn_k_norm", "self_attn.k_norm", NULL},
+    {"ffn_norm", "post_attention_layernorm", "pre_feedforward_layernorm"},
+    {"post_attention_norm", "post_attention_layernorm", NULL},
+    {"post_ffw_norm", "post_feedforward_layernorm", NULL},
+    {"ffn_gate", "mlp.gate_proj", NULL},
+    {"ffn_up", "mlp.up_proj", NULL},
+    {"ffn_down", "mlp.down_proj", NULL},
+};
+
+/* HF name of a GGUF tensor into buf; unknown names are kept as they are. */
+static void hf_name(const char *g, int gemma, char *buf, size_t cap)
+{
+    int layer;
+    int used = 0;
+    if (!strcmp(g, "token_embd.weight")) {
+        snprintf(buf, cap, "model.embed_tokens.weight");
+        return;
+    }
+    if (!strcmp(g, "output_norm.weight")) {
+        snprintf(buf, cap, "model.norm.weight");
+        return;
+    }
+    if (!strcmp(g, "output.weight")) {
+        snprintf(buf, cap, "lm_head.weight");
+        return;
+    }
+    if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0) {
+        const char *rest = g + used;
+        const char *dot = strrchr(rest, '.');
+        const size_t stem = dot ? (size_t)(dot - rest) : strlen(rest);
+        for (size_t i = 0; i < sizeof(blk_map) / sizeof(blk_map[0]); i++) {
+            if (strlen(blk_map[i].gguf) == stem && !strncmp(rest, blk_map[i].gguf, stem)) {
+                const char *hf = gemma && blk_map[i].hf_gemma ? blk_map[i].hf_gemma : blk_map[i].hf;
+                snprintf(buf, cap, "model.layers.%d.%s%s", layer, hf, dot ? dot : "");
+                return;
+            }
+        }
+    }
+    snprintf(buf, cap, "%s", g);
+}
+
+static tq_status open_gguf(tq_weights *w, const char *path)
+{
+    tq_status st = tq_gguf_open(path, &w->gguf);
+    int permute;
+    if (st)
+        return st;
+    if ((st = tq_model_config_from_gguf(w->gguf, &w->cfg)))
+        return st;
+    permute = !strcmp(w->cfg.arch_name, "llama") || !strcmp(w->cfg.arch_name, "mistral");
+    w->n = tq_gguf_n_tensors(w->gguf);
+    if (!(w->e = tq_calloc((size_t)(w->n ? w->n : 1), sizeof(*w->e))))
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+    for (int64_t i = 0; i < w->n; i++) {
+        tq_gguf_tensor_info ti;
+        char buf[1100];
+        w_entry *e = &w->e[i];
+        tq_gguf_tensor(w->gguf, i, &ti);
+        hf_name(ti.name, w->cfg.arch == TQ_ARCH_GEMMA3, buf, sizeof(buf));
+        if (!(e->name = tq_strdup(buf)))
+            return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+        e->src = ti.name;
+        e->src_index = i;
+        e->n_dims = ti.n_dims;
+        e->n_elem = ti.n_elem;
+        memcpy(e->shape, ti.shape, sizeof(e->shape));
+        if (permute && (tq_ends_with(buf, "self_attn.q_proj.weight") ||
+                        tq_ends_with(buf, "self_attn.q_proj.bias")))
+            e->perm_heads = w->cfg.n_heads;
+        if (permute && (tq_ends_with(buf, "self_attn.k_proj.weight") ||
+                        tq_ends_with(buf, "self_attn.k_proj.bias")))
+            e->perm_heads = w->cfg.n_kv_heads;
+        if (e->perm_heads) {
+            const int64_t rows = ti.shape[0];
+            if (rows % e->perm_heads || (rows / e->perm_heads) % 2)
+                return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': %lld rows do not split into %d "
+                               "heads of even size", path, ti.name, (long long)rows,
+                               e->perm_heads);
+        }
+    }
+    return TQ_OK;
+}
+
+static tq_status open_st(tq_weights *w, const char *path)
+{
+    tq_status st = tq_st_open(path, &w->st);
+    char *cfg_path = NULL;
+    if (st)
+        return st;
+    /* config.json next to the weights */
+    if (tq_is_dir(path)) {
+        cfg_path = tq_path_join(path, "config.json");
+    } else {
+        const char *slash = strrchr(path, '/');
+        char *dir = tq_strdup(path);
+        if (dir) {
+            if (slash)
+                dir[slash - path] = 0;
+            cfg_path = tq_path_join(slash ? dir : ".", "config.json");
+            tq_free(dir);
+        }
+    }
+    if (!cfg_path)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    {
+        FILE *f = fopen(cfg_path, "rb");
+        if (f) {
+            fclose(f);
+            st = tq_model_config_from_json(cfg_path, &w->cfg);
+        } else {
+            memset(&w->cfg, 0, sizeof(w->cfg));
+            w->cfg.bos_id = w->cfg.eos_id = -1;
+            snprintf(w->cfg.arch_name, sizeof(w->cfg.arch_name), "unknown");
+        }
+    }
+    tq_free(cfg_path);
+    if (st)
+        return st;
+    w->n = tq_st_n_tensors(w->st);
+    if (!(w->e = tq_calloc((size_t)(w->n ? w->n : 1), sizeof(*w->e))))
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+    for (int64_t i = 0; i < w->n; i++) {
+        tq_st_tensor_info ti;
+        w_entry *e = &w->e[i];
+        tq_st_tensor(w->st, i, &ti);
+        if (!(e->name = tq_strdup(ti.name)))
+            return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+        e->src = ti.name;
+        e->src_index = i;
+        e->n_dims = ti.n_dims > 4 ? 4 : ti.n_dims;
+        e->n_elem = ti.n_elem;
+        for (int d = 0; d < e->n_dims; d++)
+            e->shape[d] = ti.shape[d];
+    }
+    return TQ_OK;
+}
+
+tq_status tq_weights_open(const char *path, tq_weights **out)
+{
+    tq_weights *w;
+    tq_status st;
+    if (!path || !out)
+        return TQ_FAIL(TQ_E_ARG, "tq_weights_open: NULL argument");
+    *out = NULL;
+    if (!(w = tq_calloc(1, sizeof(*w))))
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    if (!tq_is_dir(path) && tq_ends_with(path, ".gguf")) {
+        w->fmt = TQ_WEIGHTS_GGUF;
+        st = open_gguf(w, path);
+    } else if (tq_is_dir(path) || tq_ends_with(path, ".safetensors") || tq_ends_with(path, ".json")) {
+        w->fmt = TQ_WEIGHTS_SAFETENSORS;
+        st = open_st(w, path);
+    } else {
+        st = TQ_FAIL(TQ_E_ARG, "%s: unknown model format (expected a .gguf file, a .safetensors "
+                     "file, a model.safetensors.index.json, or a Hugging Face directory)", path);
+    }
+    if (st) {
+        tq_weights_free(w);
+        return st;
+    }
+    *out = w;
+    return TQ_OK;
+}
+
+void tq_weights_free(tq_weights *w)
+{
+    if (!w)
+        return;
+    for (int64_t i = 0; i < w->n; i++)
+        tq_free(w->e[i].name);
+    tq_free(w->e);
+    tq_gguf_free(w->gguf);
+    tq_st_free(w->st);
+    tq_free(w);
+}
+
+tq_weights_format tq_weights_source_format(const tq_weights *w) { return w->fmt; }
+const tq_model_config *tq_weights_config(const tq_weights *w) { return &w->cfg; }
+const tq_gguf *tq_weights_gguf(const tq_weights *w) { return w ? w->gguf : NULL; }
+const tq_st *tq_weights_st(const tq_weights *w) { return w ? w->st : NULL; }
+int64_t tq_weights_count(const tq_weights *w) { return w ? w->n : 0; }
+
+int64_t tq_weights_find(const tq_weights *w, const char *name)
+{
+    for (int64_t i = 0; w && name && i < w->n; i++)
+        if (!strcmp(w->e[i].name, name))
+            return i;
+    return -1;
+}
+
+tq_status tq_weights_tensor_at(const tq_weights *w, int64_t i, tq_weights_tensor *out)
+{
+    const w_entry *e;
+    if (!w || !out || i < 0 || i >= w->n)
+        return TQ_FAIL(TQ_E_ARG, "weights: tensor index %lld out of range", (long long)i);
+    e = &w->e[i];
+    memset(out, 0, sizeof(*out));
+    out->name = e->name;
+    out->src_name = e->src;
+    out->n_dims = e->n_dims;
+    memcpy(out->shape, e->shape, sizeof(e->shape));
+    out->n_elem = e->n_elem;
+    if (w->fmt == TQ_WEIGHTS_GGUF) {
+        tq_gguf_tensor_info ti;
+        tq_gguf_tensor(w->gguf, e->src_index, &ti);
+        out->src_type = tq_ggml_type_name(ti.type);
+        out->src_nbytes = ti.nbytes;
+    } else {
+        tq_st_tensor_info ti;
+        tq_st_tensor(w->st, e->src_index, &ti);
+        out->src_type = tq_st_dtype_name(ti.dtype);
+        out->src_nbytes = ti.nbytes;
+    }
+    return TQ_OK;
+}
+
+tq_status tq_weights_get(const tq_weights *w, const char *name, tq_weights_tensor *out)
+{
+    const int64_t i = tq_weights_find(w, name);
+    if (i < 0)
+        return TQ_FAIL(TQ_E_ARG, "weights: no tensor named '%s'", name ? name : "(null)");
+    return tq_weights_tensor_at(w, i, out);
+}
+
+/* Store n f32 values as dtype at dst (element offset off). */
+static void store(tq_dtype dt, void *dst, int64_t off, const float *x, int64_t n)
+{
+    if (dt == TQ_DTYPE_F32) {
+        memcpy((float *)dst + off, x, (size_t)n * 4);
+    } else if (dt == TQ_DTYPE_F16) {
+        uint16_t *d = (uint16_t *)dst + off;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = tq_f32_to_f16(x[i]);
+    } else {
+        uint16_t *d = (uint16_t *)dst + off;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = tq_f32_to_bf16(x[i]);
+    }
+}
+
+static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, void *dst)
+{
+    tq_gguf_tensor_info ti;
+    tq_status st = TQ_OK;
+    float *row = NULL;
+    int64_t row_len, rows, chunk;
+    size_t row_bytes;
+
+    tq_gguf_tensor(w->gguf, e->src_index, &ti);
+    if (!tq_ggml_can_dequant(ti.type))
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which cannot be dequantized "
+                       "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)",
+                       tq_gguf_path(w->gguf), ti.name, tq_ggml_type_name(ti.type));
+    if (ti.n_elem == 0)
+        return TQ_OK;
+    row_len = ti.ne[0];
+    rows = ti.n_elem / row_len;
+    row_bytes = ti.nbytes / (size_t)rows;
+    if (e->perm_heads && ti.n_dims == 1) { /* a bias: permute single elements */
+        row_len = 1;
+        rows = ti.n_elem;
+        row_bytes = tq_ggml_type_size(ti.type);
+    }
+    if (!e->perm_heads && dt == TQ_DTYPE_F32)
+        return tq_ggml_dequant(ti.type, ti.data, ti.nbytes, dst, ti.n_elem);
+    /* row by row (permuted rows, or through an f32 scratch of up to 64 rows) */
+    chunk = e->perm_heads ? 1 : (rows < 64 ? rows : 64);
+    if (dt != TQ_DTYPE_F32 && !(row = tq_malloc((size_t)(chunk * row_len) * sizeof(float))))
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory for a %lld-element row", (long long)row_len);
+    for (int64_t r = 0; r < rows && !st; r += chunk) {
+        const int64_t nr = rows - r < chunk ? rows - r : chunk;
+        int64_t dr = r;
+        if (e->perm_heads) {
+            const int64_t hd = rows / e->perm_heads;
+            const int64_t h = r / hd, rem = r % hd;
+            dr = h * hd + (rem % 2) * (hd / 2) + rem / 2;
+        }
+        const uint8_t *src = (const uint8_t *)ti.data + (size_t)r * row_bytes;
+        if (dt == TQ_DTYPE_F32) {
+            st = tq_ggml_dequant(ti.type, src, row_bytes * (size_t)nr, (float *)dst + dr * row_len,
+                                 nr * row_len);
+        } else {
+            st = tq_ggml_dequant(ti.type, src, row_bytes * (size_t)nr, row, nr * row_len);
+            if (!st)
+                store(dt, dst, dr * row_len, row, nr * row_len);
+        }
+    }
+    tq_free(row);
+    return st;
+}
+
+static tq_status read_st(const tq_weights *w, const w_entry *e, tq_dtype dt, void *dst)
+{
+    tq_st_tensor_info ti;
+    const uint8_t *p;
+    tq_st_tensor(w->st, e->src_index, &ti);
+    p = ti.data;
+    if ((ti.dtype == TQ_ST_F32 && dt == TQ_DTYPE_F32) || (ti.dtype == TQ_ST_F16 && dt == TQ_DTYPE_F16) ||
+        (ti.dtype == TQ_ST_BF16 && dt == TQ_DTYPE_BF16)) {
+        memcpy(dst, p, ti.nbytes);
+        return TQ_OK;
+    }
+    if (ti.dtype != TQ_ST_F32 && ti.dtype != TQ_ST_F16 && ti.dtype != TQ_ST_BF16)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 "
+                       "convert to floats", ti.file, ti.name, tq_st_dtype_name(ti.dtype));
+    for (int64_t i = 0; i < ti.n_elem; i++) {
+        float x;
+        if (ti.dtype == TQ_ST_F32)
+            x = tq_bits_f32(tq_rd32(p + 4 * i));
+        else if (ti.dtype == TQ_ST_F16)
+            x = tq_f16_to_f32(tq_rd16(p + 2 * i));
+        else
+            x = tq_bf16_to_f32(tq_rd16(p + 2 * i));
+        store(dt, dst, i, &x, 1);
+    }
+    return TQ_OK;
+}
+
+tq_status tq_weights_read(const tq_weights *w, const char *name, tq_dtype dt, void *dst,
+                          size_t dst_cap)
+{
+    const int64_t i = tq_weights_find(w, name);
+    size_t need;
+    const w_entry *e;
+    if (i < 0)
+        return TQ_FAIL(TQ_E_ARG, "weights: no tensor named '%s'", name ? name : "(null)");
+    if (dt < 0 || dt >= TQ_DTYPE_COUNT)
+        return TQ_FAIL(TQ_E_ARG, "weights: output dtype %d is not f32, f16 or bf16", (int)dt);
+    e = &w->e[i];
+    if (!tq_mul_ok((size_t)e->n_elem, tq_dtype_size(dt), &need) || dst_cap < need || (!dst && need))
+        return TQ_FAIL(TQ_E_ARG, "weights: '%s' needs %lld x %zu bytes, buffer has %zu", name,
+                       (long long)e->n_elem, tq_dtype_size(dt), dst_cap);
+    return w->fmt == TQ_WEIGHTS_GGUF ? read_gguf(w, e, dt, dst) : read_st(w, e, dt, dst);
+}
