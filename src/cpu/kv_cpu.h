@@ -25,6 +25,31 @@ typedef struct tq_kv_kernels {
 } tq_kv_kernels;
 
 extern const tq_kv_kernels tq_kv_kernels_scalar;
+
+/* kv_pack32()/kv_unpack32() -- 32 indices (each < 2^bits, bits in 2..8) to/from 4*bits bytes of
+ * the flat little-endian bitstream, 8 indices (= bits bytes) at a time. Same bytes as
+ * tq_kv_pack_bits(). */
+static inline void kv_pack32(const uint8_t *idx, int bits, uint8_t *dst)
+{
+    for (int c = 0; c < 4; c++) {
+        uint64_t acc = 0;
+        for (int k = 0; k < 8; k++)
+            acc |= (uint64_t)idx[8 * c + k] << (k * bits);
+        for (int b = 0; b < bits; b++)
+            dst[c * bits + b] = (uint8_t)(acc >> (8 * b));
+    }
+}
+static inline void kv_unpack32(const uint8_t *src, int bits, uint8_t *idx)
+{
+    const uint64_t mask = (1u << bits) - 1u;
+    for (int c = 0; c < 4; c++) {
+        uint64_t acc = 0;
+        for (int b = 0; b < bits; b++)
+            acc |= (uint64_t)src[c * bits + b] << (8 * b);
+        for (int k = 0; k < 8; k++)
+            idx[8 * c + k] = (uint8_t)((acc >> (k * bits)) & mask);
+    }
+}
 #if defined(__x86_64__)
 extern const tq_kv_kernels tq_kv_kernels_avx2;
 extern const tq_kv_kernels tq_kv_kernels_avx512;
