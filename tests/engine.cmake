@@ -1,2 +1,3 @@
 # Engine (CPU forward pass, KV-cache interface, matvec/GEMM kernels).
 tq_test(test_engine_matvec LABELS fast)
+tq_test(test_engine_tiny LABELS fast)

@@ -1,0 +1,78 @@
+/* engine.h -- the engine's internal structs (llama2.c split): Config (tq_model_config, io.h),
+ * Weights (per layer, as loaded), RunState (per session, allocated once). model.c loads and
+ * validates; forward.c runs the forward pass over them. */
+#ifndef TQ_ENGINE_H
+#define TQ_ENGINE_H
+
+#include "core/core.h"
+#include "cpu/matvec.h"
+#include "model/kvcache.h"
+
+/* One decoder block. Matrices are (out, in) row-major in the model's weight dtype; vectors f32.
+ * Optional tensors are NULL when the architecture has none. */
+typedef struct tq_layer_weights {
+    float *attn_norm;      /* (dim)                                            */
+    void *wq;              /* (n_heads * head_dim, dim)                        */
+    void *wk;              /* (n_kv_heads * head_dim, dim)                     */
+    void *wv;              /* (n_kv_heads * head_dim, dim)                     */
+    void *wo;              /* (dim, n_heads * head_dim)                        */
+    float *bq, *bk, *bv;   /* qwen2: (n_heads * head_dim), (kv dim), (kv dim)  */
+    float *q_norm, *k_norm;/* qwen3/gemma3: (head_dim) per-head RMSNorm        */
+    float *post_attn_norm; /* gemma3: (dim) after attention, before residual   */
+    float *ffn_norm;       /* (dim)                                            */
+    float *post_ffn_norm;  /* gemma3: (dim) after the MLP, before residual     */
+    void *w_gate;          /* (hidden_dim, dim)                                */
+    void *w_up;            /* (hidden_dim, dim)                                */
+    void *w_down;          /* (dim, hidden_dim)                                */
+} tq_layer_weights;
+
+struct tq_model {
+    tq_model_config cfg;
+    tq_model_info info;
+    char *path;
+    tq_dtype wtype;         /* storage of the matrices                          */
+    tq_mm mm;               /* matvec kernel for wtype                          */
+    tq_pool *pool;          /* the pool kernels run on                          */
+    int own_pool;
+    void *embed;            /* (vocab, dim) in wtype                            */
+    void *lm_head;          /* (vocab, dim) in wtype; == embed when tied        */
+    float *final_norm;      /* (dim)                                            */
+    tq_layer_weights *layers;
+    float *inv_freq;        /* (rope_dim / 2) RoPE frequencies, scaling applied */
+    float *inv_freq_local;  /* gemma3 sliding layers; == inv_freq otherwise     */
+    float attn_scale;
+    size_t weight_bytes;
+    int n_sessions;
+};
+
+/* Per-session buffers, sized for n_batch tokens (nb) once at creation. */
+typedef struct tq_run_state {
+    int nb;
+    float *x;         /* (nb, dim) residual stream                        */
+    float *xn;        /* (nb, max(dim, q_dim)) normed input of a matmul   */
+    float *q;         /* (nb, q_dim)                                      */
+    float *k;         /* (nb, kv_dim)                                     */
+    float *v;         /* (nb, kv_dim)                                     */
+    float *att;       /* (nb, q_dim) attention output                     */
+    float *h1;        /* (nb, hidden_dim) gate, then the gated product    */
+    float *h2;        /* (nb, hidden_dim) up                              */
+    uint16_t *xb;     /* (nb, max(dim, q_dim, hidden_dim)) bf16 activations, for kernels
+                       * that need them (else NULL)                       */
+    float *cos_sin;   /* (nb, rope_dim) cos | sin per position            */
+} tq_run_state;
+
+struct tq_session {
+    tq_model *m;
+    tq_kvcache *kv;
+    tq_run_state rs;
+    int64_t n_past;
+    int64_t n_ctx;
+};
+
+/* tq_forward() -- run n (<= s->rs.nb) tokens at positions [n_past, n_past + n) through the
+ * model, appending K/V to the cache. If logits is not NULL, writes logits of the last token
+ * (all_logits = 0, vocab floats) or of every token (all_logits = 1, (n, vocab)). Does not
+ * advance n_past. No allocation. */
+tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits, int all_logits);
+
+#endif /* TQ_ENGINE_H */

@@ -1,0 +1,502 @@
+/* model.c -- loading a model (config + weights through the uniform tensor source of io.h, every
+ * shape checked against the config), sessions (KV cache + run state allocated once), and the
+ * public eval entry points that split long inputs into n_batch chunks for tq_forward(). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "model/engine.h"
+
+void tq_model_opts_default(tq_model_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->weight_type = TQ_DTYPE_BF16;
+    o->n_threads = 0;
+    o->pool = NULL;
+}
+
+void tq_session_opts_default(tq_session_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->kv.kind = TQ_KV_BF16;
+    o->n_ctx = 0;
+    o->n_batch = 0;
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+typedef struct loader {
+    const tq_weights *src;
+    tq_model *m;
+    const char *path;
+} loader;
+
+/* Read tensor `name` of the given shape (n_dims 1 or 2) as dtype into a new buffer *dst.
+ * A missing optional tensor leaves *dst NULL. */
+static tq_status load_tensor(loader *L, const char *name, int optional, int n_dims, int64_t d0,
+                             int64_t d1, tq_dtype dtype, void **dst)
+{
+    tq_weights_tensor ti;
+    *dst = NULL;
+    if (tq_weights_find(L->src, name) < 0) {
+        if (optional)
+            return TQ_OK;
+        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is missing (the %s architecture needs it)",
+                       L->path, name, tq_arch_name(L->m->cfg.arch));
+    }
+    tq_status st = tq_weights_get(L->src, name, &ti);
+    if (st)
+        return st;
+    const int64_t want[2] = {d0, d1};
+    int ok = ti.n_dims == n_dims;
+    for (int i = 0; ok && i < n_dims; i++)
+        ok = ti.shape[i] == want[i];
+    if (!ok) {
+        char got[96] = "", exp[64];
+        int pos = 0;
+        for (int i = 0; i < ti.n_dims && i < 4 && pos < 80; i++)
+            pos += snprintf(got + pos, sizeof(got) - (size_t)pos, "%s%lld", i ? ", " : "",
+                            (long long)ti.shape[i]);
+        if (n_dims == 1)
+            snprintf(exp, sizeof(exp), "%lld", (long long)d0);
+        else
+            snprintf(exp, sizeof(exp), "%lld, %lld", (long long)d0, (long long)d1);
+        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s has shape [%s], expected [%s] from the config",
+                       L->path, name, got, exp);
+    }
+    size_t bytes;
+    if (!tq_mul_ok((size_t)ti.n_elem, tq_dtype_size(dtype), &bytes))
+        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is too large", L->path, name);
+    void *buf = tq_aligned_alloc(bytes);
+    if (!buf)
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory for tensor %s (%zu bytes)", L->path, name,
+                       bytes);
+    if ((st = tq_weights_read(L->src, name, dtype, buf, bytes))) {
+        tq_free(buf);
+        return st;
+    }
+    L->m->weight_bytes += bytes;
+    *dst = buf;
+    return TQ_OK;
+}
+
+/* RoPE frequencies of Hugging Face: theta^(-2i/rope_dim), then the configured scaling. */
+static tq_status rope_freqs(const tq_model_config *c, float theta, float *inv_freq)
+{
+    const int half = c->rope_dim / 2;
+    for (int i = 0; i < half; i++)
+        inv_freq[i] = (float)(1.0 / pow((double)theta, (double)(2 * i) / (double)c->rope_dim));
+    if (c->rope_scaling == TQ_ROPE_SCALING_LINEAR) {
+        for (int i = 0; i < half; i++)
+            inv_freq[i] /= c->rope_factor;
+    } else if (c->rope_scaling == TQ_ROPE_SCALING_LLAMA3) {
+        const double f = c->rope_factor, lo = c->rope_low_freq_factor;
+        const double hi = c->rope_high_freq_factor, old = (double)c->rope_orig_max_pos;
+        if (f <= 0 || hi <= lo || old <= 0)
+            return TQ_FAIL(TQ_E_FORMAT, "llama3 rope scaling: bad parameters (factor %g, "
+                                        "low %g, high %g, original context %g)", f, lo, hi, old);
+        const double lo_wl = old / lo, hi_wl = old / hi;
+        for (int i = 0; i < half; i++) {
+            const float fr = inv_freq[i];
+            const double wl = 2.0 * M_PI / fr;
+            float out = wl > lo_wl ? (float)(fr / f) : fr;
+            if (!(wl < hi_wl) && !(wl > lo_wl)) {
+                const double sm = (old / wl - lo) / (hi - lo);
+                out = (float)((1.0 - sm) * out / f + sm * out);
+            }
+            inv_freq[i] = out;
+        }
+    } else if (c->rope_scaling != TQ_ROPE_SCALING_NONE) {
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "rope scaling type %d is not supported; supported: "
+                                         "none, linear, llama3", (int)c->rope_scaling);
+    }
+    return TQ_OK;
+}
+
+static tq_status check_config(const char *path, const tq_model_config *c)
+{
+    switch (c->arch) {
+    case TQ_ARCH_LLAMA:
+    case TQ_ARCH_MISTRAL:
+    case TQ_ARCH_QWEN2:
+    case TQ_ARCH_QWEN3:
+        break;
+    case TQ_ARCH_GEMMA3:
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: architecture gemma3 is recognised but not run yet "
+                                         "(sliding-window cache pending); supported: llama, "
+                                         "mistral, qwen2, qwen3", path);
+    default:
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: architecture '%s' is not supported; supported: "
+                                         "llama, mistral, qwen2, qwen3", path,
+                       c->arch_name[0] ? c->arch_name : "(none given)");
+    }
+    if (c->n_layers <= 0 || c->hidden <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 ||
+        c->head_dim <= 0 || c->ffn_hidden <= 0 || c->vocab <= 0 || c->n_layers > 4096 ||
+        c->hidden > (1 << 20) || c->ffn_hidden > (1 << 22) || c->head_dim > 4096 ||
+        c->n_heads > 4096 || c->vocab > (1 << 24))
+        return TQ_FAIL(TQ_E_FORMAT, "%s: implausible config (layers %d, hidden %d, heads %d, "
+                                    "kv heads %d, head_dim %d, ffn %d, vocab %d)", path,
+                       c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->head_dim,
+                       c->ffn_hidden, c->vocab);
+    if (c->n_heads % c->n_kv_heads)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: %d query heads are not a multiple of %d kv heads", path,
+                       c->n_heads, c->n_kv_heads);
+    if (c->rope_dim <= 0 || c->rope_dim > c->head_dim || c->rope_dim % 2)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: rope dimension %d must be even and in [2, head_dim %d]",
+                       path, c->rope_dim, c->head_dim);
+    if (!(c->rope_theta > 0.0f))
+        return TQ_FAIL(TQ_E_FORMAT, "%s: rope_theta %g must be positive", path, c->rope_theta);
+    return TQ_OK;
+}
+
+tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **out)
+{
+    tq_model_opts def;
+    tq_weights *src = NULL;
+    tq_model *m = NULL;
+    tq_status st;
+    char name[160];
+
+    if (!out)
+        return TQ_FAIL(TQ_E_ARG, "tq_model_load: out is NULL");
+    *out = NULL;
+    if (!path)
+        return TQ_FAIL(TQ_E_ARG, "tq_model_load: path is NULL");
+    if (!opts) {
+        tq_model_opts_default(&def);
+        opts = &def;
+    }
+    const tq_dtype wt = opts->weight_type;
+    if (wt != TQ_DTYPE_F32 && wt != TQ_DTYPE_F16 && wt != TQ_DTYPE_BF16)
+        return TQ_FAIL(TQ_E_ARG, "tq_model_load: weight type %d is not one of f32, f16, bf16",
+                       (int)wt);
+    const uint64_t t0 = tq_now_ns();
+    if ((st = tq_weights_open(path, &src)))
+        return st;
+    const tq_model_config *cfg = tq_weights_config(src);
+    if ((st = check_config(path, cfg)))
+        goto fail;
+    if (!(m = tq_calloc(1, sizeof(*m)))) {
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_model_load: out of memory");
+        goto fail;
+    }
+    m->cfg = *cfg;
+    m->wtype = wt;
+    if (!(m->path = tq_strdup(path)) ||
+        !(m->layers = tq_calloc((size_t)cfg->n_layers, sizeof(*m->layers))) ||
+        !(m->inv_freq = tq_calloc((size_t)cfg->rope_dim / 2, sizeof(float))) ||
+        !(m->inv_freq_local = tq_calloc((size_t)cfg->rope_dim / 2, sizeof(float)))) {
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_model_load: out of memory");
+        goto fail;
+    }
+    if (!(m->cfg.rms_eps > 0.0f))
+        m->cfg.rms_eps = 1e-6f;
+    if ((st = rope_freqs(&m->cfg, m->cfg.rope_theta, m->inv_freq)))
+        goto fail;
+    const float theta_local = m->cfg.rope_theta_local > 0.0f ? m->cfg.rope_theta_local
+                                                              : m->cfg.rope_theta;
+    if ((st = rope_freqs(&m->cfg, theta_local, m->inv_freq_local)))
+        goto fail;
+    m->attn_scale = 1.0f / sqrtf(m->cfg.query_pre_attn_scalar > 0.0f
+                                     ? m->cfg.query_pre_attn_scalar
+                                     : (float)m->cfg.head_dim);
+
+    loader L = {.src = src, .m = m, .path = path};
+    const tq_model_config *c = &m->cfg;
+    const int64_t dim = c->hidden, qd = (int64_t)c->n_heads * c->head_dim;
+    const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden;
+    const tq_dtype F = TQ_DTYPE_F32;
+    if ((st = load_tensor(&L, "model.embed_tokens.weight", 0, 2, c->vocab, dim, wt, &m->embed)) ||
+        (st = load_tensor(&L, "model.norm.weight", 0, 1, dim, 0, F, (void **)&m->final_norm)))
+        goto fail;
+    if (!c->tied_embeddings &&
+        (st = load_tensor(&L, "lm_head.weight", 1, 2, c->vocab, dim, wt, &m->lm_head)))
+        goto fail;
+    if (!m->lm_head) {
+        if (!c->tied_embeddings)
+            tq_log(TQ_LOG_INFO, "%s: no lm_head.weight; using the tied embedding", path);
+        m->lm_head = m->embed;
+    }
+    for (int il = 0; il < c->n_layers; il++) {
+        tq_layer_weights *w = &m->layers[il];
+#define T(field, suffix, opt, nd, a, b, dt)                                                      \
+    do {                                                                                         \
+        snprintf(name, sizeof(name), "model.layers.%d.%s", il, suffix);                          \
+        if ((st = load_tensor(&L, name, opt, nd, a, b, dt, (void **)&w->field)))                 \
+            goto fail;                                                                           \
+    } while (0)
+        T(attn_norm, "input_layernorm.weight", 0, 1, dim, 0, F);
+        T(wq, "self_attn.q_proj.weight", 0, 2, qd, dim, wt);
+        T(wk, "self_attn.k_proj.weight", 0, 2, kvd, dim, wt);
+        T(wv, "self_attn.v_proj.weight", 0, 2, kvd, dim, wt);
+        T(wo, "self_attn.o_proj.weight", 0, 2, dim, qd, wt);
+        if (c->qkv_bias) {
+            T(bq, "self_attn.q_proj.bias", 0, 1, qd, 0, F);
+            T(bk, "self_attn.k_proj.bias", 0, 1, kvd, 0, F);
+            T(bv, "self_attn.v_proj.bias", 0, 1, kvd, 0, F);
+        }
+        if (c->qk_norm) {
+            T(q_norm, "self_attn.q_norm.weight", 0, 1, c->head_dim, 0, F);
+            T(k_norm, "self_attn.k_norm.weight", 0, 1, c->head_dim, 0, F);
+        }
+        T(ffn_norm, "post_attention_layernorm.weight", 0, 1, dim, 0, F);
+        T(w_gate, "mlp.gate_proj.weight", 0, 2, ffn, dim, wt);
+        T(w_up, "mlp.up_proj.weight", 0, 2, ffn, dim, wt);
+        T(w_down, "mlp.down_proj.weight", 0, 2, dim, ffn, wt);
+#undef T
+    }
+
+    if ((st = tq_mm_select(wt, &m->mm)))
+        goto fail;
+    if (opts->pool) {
+        m->pool = opts->pool;
+    } else {
+        if ((st = tq_pool_create(opts->n_threads, &m->pool)))
+            goto fail;
+        m->own_pool = 1;
+    }
+    tq_model_info *in = &m->info;
+    in->arch = c->arch;
+    in->arch_name = tq_arch_name(c->arch);
+    in->config = &m->cfg;
+    in->path = m->path;
+    in->n_layers = c->n_layers;
+    in->dim = c->hidden;
+    in->hidden_dim = c->ffn_hidden;
+    in->n_heads = c->n_heads;
+    in->n_kv_heads = c->n_kv_heads;
+    in->head_dim = c->head_dim;
+    in->vocab_size = c->vocab;
+    in->max_ctx = c->max_ctx > 0 && c->max_ctx < INT32_MAX ? (int)c->max_ctx : 4096;
+    in->bos_id = c->bos_id;
+    in->eos_id = c->eos_id;
+    in->rope_theta = c->rope_theta;
+    in->weight_type = wt;
+    in->weight_bytes = m->weight_bytes;
+    in->n_threads = tq_pool_size(m->pool);
+    in->kernel = m->mm.name;
+    tq_weights_free(src);
+    tq_log(TQ_LOG_INFO, "%s: %s, %d layers, %s weights (%.1f MiB), kernel %s, loaded in %.2f s",
+           path, in->arch_name, c->n_layers, tq_dtype_name(wt),
+           (double)m->weight_bytes / 1048576.0, m->mm.name, (double)(tq_now_ns() - t0) * 1e-9);
+    *out = m;
+    return TQ_OK;
+fail:
+    tq_model_free(m);
+    tq_weights_free(src);
+    return st;
+}
+
+void tq_model_free(tq_model *m)
+{
+    if (!m)
+        return;
+    if (m->layers) {
+        for (int il = 0; il < m->cfg.n_layers; il++) {
+            tq_layer_weights *w = &m->layers[il];
+            void *ps[] = {w->attn_norm, w->wq, w->wk, w->wv, w->wo, w->bq, w->bk, w->bv,
+                          w->q_norm, w->k_norm, w->post_attn_norm, w->ffn_norm,
+                          w->post_ffn_norm, w->w_gate, w->w_up, w->w_down};
+            for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
+                tq_free(ps[i]);
+        }
+    }
+    if (m->lm_head != m->embed)
+        tq_free(m->lm_head);
+    tq_free(m->embed);
+    tq_free(m->final_norm);
+    tq_free(m->layers);
+    tq_free(m->inv_freq);
+    tq_free(m->inv_freq_local);
+    tq_free(m->path);
+    if (m->own_pool)
+        tq_pool_free(m->pool);
+    tq_free(m);
+}
+
+tq_status tq_model_get_info(const tq_model *m, tq_model_info *out)
+{
+    if (!m || !out)
+        return TQ_FAIL(TQ_E_ARG, "tq_model_get_info: NULL argument");
+    *out = m->info;
+    return TQ_OK;
+}
+
+/* ---- sessions ------------------------------------------------------------------------------ */
+
+static void free_rs(tq_run_state *r)
+{
+    void *ps[] = {r->x, r->xn, r->q, r->k, r->v, r->att, r->h1, r->h2, r->xb, r->cos_sin};
+    for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
+        tq_free(ps[i]);
+    memset(r, 0, sizeof(*r));
+}
+
+static float *alloc_f(int nb, int64_t width)
+{
+    return tq_aligned_alloc((size_t)nb * (size_t)width * sizeof(float));
+}
+
+tq_status tq_session_create(tq_model *m, const tq_session_opts *opts, tq_session **out)
+{
+    tq_session_opts def;
+    tq_status st;
+    if (!out)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_create: out is NULL");
+    *out = NULL;
+    if (!m)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_create: model is NULL");
+    if (!opts) {
+        tq_session_opts_default(&def);
+        opts = &def;
+    }
+    if (opts->n_ctx < 0 || opts->n_batch < 0)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_create: n_ctx %d and n_batch %d must be >= 0",
+                       opts->n_ctx, opts->n_batch);
+    const tq_model_config *c = &m->cfg;
+    const int64_t n_ctx = opts->n_ctx ? opts->n_ctx : m->info.max_ctx;
+    if (n_ctx > m->info.max_ctx)
+        tq_log(TQ_LOG_WARN, "n_ctx %lld is beyond the model's trained context %d",
+               (long long)n_ctx, m->info.max_ctx);
+    int nb = opts->n_batch ? opts->n_batch : 256;
+    if (nb > n_ctx)
+        nb = (int)n_ctx;
+    tq_session *s = tq_calloc(1, sizeof(*s));
+    if (!s)
+        return TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory");
+    s->m = m;
+    s->n_ctx = n_ctx;
+    if ((st = tq_kvcache_create(opts->kv, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
+                                n_ctx, m->attn_scale, tq_pool_size(m->pool), &s->kv)))
+        goto fail;
+    const int64_t dim = c->hidden, qd = (int64_t)c->n_heads * c->head_dim;
+    const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden;
+    const int64_t wide = dim > qd ? dim : qd;
+    const int64_t widest = wide > ffn ? wide : ffn;
+    tq_run_state *r = &s->rs;
+    r->nb = nb;
+    r->x = alloc_f(nb, dim);
+    r->xn = alloc_f(nb, wide);
+    r->q = alloc_f(nb, qd);
+    r->k = alloc_f(nb, kvd);
+    r->v = alloc_f(nb, kvd);
+    r->att = alloc_f(nb, qd);
+    r->h1 = alloc_f(nb, ffn);
+    r->h2 = alloc_f(nb, ffn);
+    r->cos_sin = alloc_f(nb, c->rope_dim);
+    r->xb = m->mm.needs_xb ? tq_aligned_alloc((size_t)nb * (size_t)widest * 2) : NULL;
+    if (!r->x || !r->xn || !r->q || !r->k || !r->v || !r->att || !r->h1 || !r->h2 ||
+        !r->cos_sin || (m->mm.needs_xb && !r->xb)) {
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory for run state (%d tokens)",
+                     nb);
+        goto fail;
+    }
+    m->n_sessions++;
+    *out = s;
+    return TQ_OK;
+fail:
+    tq_kvcache_free(s->kv);
+    free_rs(&s->rs);
+    tq_free(s);
+    return st;
+}
+
+void tq_session_free(tq_session *s)
+{
+    if (!s)
+        return;
+    s->m->n_sessions--;
+    tq_kvcache_free(s->kv);
+    free_rs(&s->rs);
+    tq_free(s);
+}
+
+static tq_status eval(tq_session *s, const int32_t *tokens, int64_t n, float *logits,
+                      int64_t logits_count, int all)
+{
+    if (!s || !tokens || n < 1)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_eval: need a session and n >= 1 tokens (n = %lld)",
+                       (long long)n);
+    const int vocab = s->m->cfg.vocab;
+    if (all && logits && (logits_count / vocab < n))
+        return TQ_FAIL(TQ_E_ARG, "tq_session_eval_all: logits holds %lld floats, %lld tokens "
+                                 "need %lld", (long long)logits_count, (long long)n,
+                       (long long)n * vocab);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= vocab)
+            return TQ_FAIL(TQ_E_ARG, "token %lld has id %d, outside the vocabulary [0, %d)",
+                           (long long)i, tokens[i], vocab);
+    if (n > s->n_ctx - s->n_past)
+        return TQ_FAIL(TQ_E_OVERFLOW, "context overflow: %lld tokens in the cache + %lld new > "
+                                      "n_ctx %lld (%lld more fit); trim, reset or use a larger "
+                                      "context", (long long)s->n_past, (long long)n,
+                       (long long)s->n_ctx, (long long)(s->n_ctx - s->n_past));
+    const int64_t start = s->n_past;
+    for (int64_t off = 0; off < n; off += s->rs.nb) {
+        const int c = (int)(n - off < s->rs.nb ? n - off : s->rs.nb);
+        const int last = off + c == n;
+        float *lg = NULL;
+        if (logits && all)
+            lg = logits + off * vocab;
+        else if (logits && last)
+            lg = logits;
+        tq_status st = tq_forward(s, tokens + off, c, lg, all);
+        if (st) {
+            s->n_past = start;
+            return st;
+        }
+        s->n_past += c;
+    }
+    return TQ_OK;
+}
+
+tq_status tq_session_eval(tq_session *s, const int32_t *tokens, int64_t n, float *logits_last)
+{
+    return eval(s, tokens, n, logits_last, 0, 0);
+}
+
+tq_status tq_session_eval_all(tq_session *s, const int32_t *tokens, int64_t n, float *logits,
+                              int64_t logits_count)
+{
+    if (!logits)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_eval_all: logits is NULL");
+    return eval(s, tokens, n, logits, logits_count, 1);
+}
+
+int64_t tq_session_n_past(const tq_session *s)
+{
+    return s ? s->n_past : 0;
+}
+
+int64_t tq_session_n_ctx(const tq_session *s)
+{
+    return s ? s->n_ctx : 0;
+}
+
+tq_status tq_session_trim(tq_session *s, int64_t n_drop)
+{
+    if (!s)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_trim: session is NULL");
+    if (n_drop < 0 || n_drop > s->n_past)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_trim: cannot drop %lld of %lld tokens",
+                       (long long)n_drop, (long long)s->n_past);
+    s->n_past -= n_drop;
+    return TQ_OK;
+}
+
+void tq_session_reset(tq_session *s)
+{
+    if (s)
+        s->n_past = 0;
+}
+
+tq_status tq_session_kv_bytes(const tq_session *s, tq_kv_usage *out)
+{
+    if (!s || !out)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_kv_bytes: NULL argument");
+    out->bytes_per_token = tq_kvcache_token_bytes(s->kv);
+    out->bytes_used = out->bytes_per_token * (size_t)s->n_past;
+    out->bytes_capacity = tq_kvcache_capacity_bytes(s->kv);
+    return TQ_OK;
+}
