@@ -1,0 +1,15 @@
+# Tokenizer tests (tokenizer.json / GGUF vocabularies, parity with Hugging Face and llama.cpp).
+# zlib reads the compressed reference ids in tests/data/tokenizer/*.tqid (tests only).
+pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
+
+# Parity on the whole WikiText-2 test file; one executable, one ctest entry per tokenizer.
+tq_test(test_tok_parity LABELS fast ARGS qwen3)
+target_link_libraries(test_tok_parity PRIVATE PkgConfig::ZLIB)
+add_test(NAME test_tok_parity_llama3 COMMAND test_tok_parity llama3
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+add_test(NAME test_tok_parity_smollm2 COMMAND test_tok_parity smollm2
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_tok_parity_llama3 PROPERTIES LABELS fast SKIP_RETURN_CODE 77
+    TIMEOUT 300 ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR}")
+set_tests_properties(test_tok_parity_smollm2 PROPERTIES LABELS model SKIP_RETURN_CODE 77
+    TIMEOUT 300 ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR}")
