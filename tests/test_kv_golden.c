@@ -34,7 +34,9 @@ static const char *const row_kind_names[] = {
     "heavy_tailed_cauchy", "outlier_channel", "outlier_channel_neg", "all_zero",
     "constant_0.5",    "tiny_1e-30",          "huge_1e30",       "subnormal",
     "inf",             "nan",                 "mixed_groups",    "group_scales",
-    "fp32_extreme",    "gaussian_bf16",       "gaussian_2",      "gaussian_3",
+    "fp32_extreme",    "gaussian_bf16",       "k_ties_q8_0",     "k_ties_uint8",
+    "k_ties_q5_0",     "k_ties_q4_0",         "k_ties_int2",     "v_tie_2",
+    "v_tie_3",         "v_tie_4",             "v_tie_5",         "v_tie_8",
 };
 #define N_KINDS ((int)(sizeof row_kind_names / sizeof row_kind_names[0]))
 

@@ -84,12 +84,84 @@ ROW_KINDS = [
     "group_scales",      # 15 N(0,1) * 10^U(-6,6) per group
     "fp32_extreme",      # 16 U(-3.4e38, 3.4e38): max - min and the rotation overflow to inf
     "gaussian_bf16",     # 17 N(0,1) rounded to bf16 values (real activations upcast)
-    "gaussian_2",        # 18 N(0,1), more random coverage
-    "gaussian_3",        # 19 N(0,1)
+    # 18-22: every group is min 0, max M, and the other 30 elements are inputs whose pre-rint
+    # key value x/se - zero is EXACTLY a half-integer for that K type (round half to even).
+    "k_ties_q8_0", "k_ties_uint8", "k_ties_q5_0", "k_ties_q4_0", "k_ties_int2",
+    # 23-27: element 5 of group 0 has a normalised value z EXACTLY equal to a boundary of that V
+    # codebook (ties go to the lower bin); for 3 bits it is +1.74793, the hardcoded boundary that
+    # differs by 1 ulp from the centroid midpoint the Metal kernel uses.
+    "v_tie_2", "v_tie_3", "v_tie_4", "v_tie_5", "v_tie_8",
 ]
+V_TIE_BOUNDARY = {2: 2, 3: 6, 4: 11, 5: 23, 8: 191}  # which boundary index the tie row targets
+V_TIE_ELEM = 5
 
 
-def make_rows(d, rng):
+def k_tie_row(d, bits, signed, rng):
+    """Groups [0, M, x2..x31] where every x_j / se - zero is exactly a half-integer (numpy fp32,
+    the spec's operation order; the generator later counts the ties in the reference's run)."""
+    eps = np.float32(1e-8)
+    r = np.empty(d, np.float32)
+    for g0 in range(0, d, GROUP):
+        M = np.float32(rng.uniform(0.5, 4.0))
+        if signed:
+            se = np.float32(np.float32(M / np.float32(254.0)) + eps)
+            zero = np.float32(np.rint(np.float32(M / np.float32(np.float32(2.0) * se))))
+            lo, hi = -127, 126
+        else:
+            maxv = (1 << bits) - 1
+            se = np.float32(np.float32(M / np.float32(maxv)) + eps)
+            zero = np.float32(0.0)
+            lo, hi = 0, maxv - 1
+        r[g0] = 0.0
+        r[g0 + 1] = M
+        j = 2
+        while j < GROUP:
+            t = np.float32(rng.integers(lo, hi + 1) + 0.5)
+            x0 = np.float32((t + zero) * se)
+            found = False
+            for x in (x0, np.nextafter(x0, np.float32(-1)), np.nextafter(x0, np.float32(10))):
+                pre = np.float32(np.float32(x / se) - zero)
+                if pre == t and np.float32(0) <= x <= M:
+                    r[g0 + j] = x
+                    found = True
+                    break
+            if found:
+                j += 1
+    return r
+
+
+def v_tie_row(mod, mx, d, bits, rng):
+    """A row whose element V_TIE_ELEM has z == B[V_TIE_BOUNDARY[bits]] exactly under the
+    reference's own rotation and RMS (searched by nudging the input)."""
+    _, bnd = mod.lloyd_max_centroids(bits)
+    bt = np.float32(np.array(bnd)[V_TIE_BOUNDARY[bits]])
+    k = V_TIE_ELEM
+    sg = np.array(1 - 2 * mx.random.randint(0, 2, shape=(d,), key=mod._RNG_KEY)).astype(np.float32)
+    hk = np.array([1.0 - 2.0 * (bin(k & i).count("1") & 1) for i in range(d)], np.float32)
+    dirv = (sg * hk).astype(np.float32)  # d(y_k)/d(x) direction
+
+    def zk(x):
+        y = mod.fwht(mx.array(x[None]), True).reshape(1, -1, GROUP)
+        sc = mx.sqrt(mx.mean(y ** 2, axis=-1, keepdims=True))
+        return np.float32(np.array(y / (sc + 1e-8)).reshape(-1)[k])
+
+    for attempt in range(20):
+        x = rng.standard_normal(d).astype(np.float32)
+        for _ in range(20000):
+            z = zk(x)
+            if z == bt:
+                return x
+            diff = float(bt) - float(z)
+            if abs(diff) > 1e-5:
+                x = (x + np.float32(diff * 0.05) * dirv).astype(np.float32)
+            else:
+                i = int(rng.integers(0, d))
+                up = diff * dirv[i] > 0
+                x[i] = np.nextafter(x[i], np.float32(np.inf if up else -np.inf))
+    raise RuntimeError("no V tie found for d=%d bits=%d" % (d, bits))
+
+
+def make_rows(d, rng, mod, mx):
     g = d // GROUP
     rows = []
     n = lambda: rng.standard_normal(d).astype(np.float32)
@@ -139,8 +211,10 @@ def make_rows(d, rng):
     b = n().view(np.uint32)
     b = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000))
     rows.append(b.view(np.float32))
-    rows.append(n())
-    rows.append(n())
+    for _, kb, ks in K_TYPES:
+        rows.append(k_tie_row(d, kb, ks, rng))
+    for vb in V_BITS:
+        rows.append(v_tie_row(mod, mx, d, vb, rng))
     assert len(rows) == len(ROW_KINDS)
     return np.stack(rows).astype(np.float32)
 
@@ -243,8 +317,19 @@ def k_nan_cast_flags(x, bits, signed):
             scale = ((mxv - mn) / np.float32((1 << bits) - 1)).astype(np.float32)
             se = (scale + eps).astype(np.float32)
             zero = np.rint(mn / se).astype(np.float32)
-        q = np.rint(xg / se - zero).astype(np.float32)
-    return np.isnan(q).any(axis=-1).astype(np.uint8)
+        pre = (xg / se - zero).astype(np.float32)
+        q = np.rint(pre).astype(np.float32)
+        ties = int((np.abs(pre - np.floor(pre)) == np.float32(0.5)).sum())
+    return np.isnan(q).any(axis=-1).astype(np.uint8), ties
+
+
+def count_v_ties(mod, mx, x, bits):
+    """Normalised values z (the reference's own expression) exactly equal to a boundary."""
+    y = mod.fwht(mx.array(x), True).reshape(x.shape[0], -1, GROUP)
+    sc = mx.sqrt(mx.mean(y ** 2, axis=-1, keepdims=True))
+    z = np.array(y / (sc + 1e-8)).reshape(-1)
+    _, bnd = mod.lloyd_max_centroids(bits)
+    return int(np.isin(z, np.array(bnd)).sum())
 
 
 def v_alt_and_flags(mod, mx, x, bits, ref_scale_h, ref_idx):
@@ -320,13 +405,14 @@ def main():
         platform.machine()))
     manifest.append("tables: 3-bit from the reference; 2/4/5/8-bit injected from %s" %
                     os.path.basename(args.constants))
-    totals = {"v_groups": 0, "pow_elems": 0, "flag2": 0, "flag4": 0, "flag8": 0, "k_nan": 0}
+    totals = {"v_groups": 0, "pow_elems": 0, "flag2": 0, "flag4": 0, "flag8": 0, "k_nan": 0,
+              "k_ties": 0, "v_ties": 0}
 
     for d in HEAD_DIMS:
         signs = np.array(1 - 2 * mx.random.randint(0, 2, shape=(d,), key=mod._RNG_KEY))
         assert np.array_equal(signs, np.array(consts["sign_vectors"][str(d)])), "signs d=%d" % d
         rng = np.random.default_rng(20260000 + d)
-        x = make_rows(d, rng)
+        x = make_rows(d, rng, mod, mx)
         n = x.shape[0]
         G = d // GROUP
         X = mx.array(x)
@@ -367,7 +453,8 @@ def main():
             unp = np.array(mod.unpack_bits(mx.array(kp).astype(mx.uint8), kb, d)) if kb < 8 else kp
             assert np.array_equal(unp.view(np.uint8), idx.view(np.uint8)), (d, kq)
             assert kp.shape == (n, d * kb // 8) and ksc.dtype == np.float16 and kd.dtype == np.float32
-            kflags = k_nan_cast_flags(x, kb, ks)
+            kflags, kties = k_nan_cast_flags(x, kb, ks)
+            totals["k_ties"] += kties
             totals["k_nan"] += int(kflags.sum())
             out += struct.pack("<II", kb, ks)
             out += idx.view(np.uint8).tobytes()
@@ -384,6 +471,7 @@ def main():
             assert np.array_equal(unp, idx), (d, vb)
             assert vp.shape == (n, d * vb // 8) and vsc.dtype == np.float16 and vd.dtype == np.float32
             flags, alt_h, alt_idx, npow = v_alt_and_flags(mod, mx, x, vb, vsc.view(np.uint16), idx)
+            totals["v_ties"] += count_v_ties(mod, mx, x, vb)
             totals["v_groups"] += flags.size
             totals["pow_elems"] += npow
             for bit, key in ((2, "flag2"), (4, "flag4"), (8, "flag8")):
@@ -410,6 +498,8 @@ def main():
         "fp32 scale differs: %(flag2)d, fp16 scale differs: %(flag4)d, an index differs: %(flag8)d"
         % totals)
     manifest.append("K groups with an index cast from NaN (UB in the reference): %(k_nan)d" % totals)
+    manifest.append("exact ties exercised: K pre-rint values on a half-integer %(k_ties)d, "
+                    "V normalised values equal to a boundary %(v_ties)d" % totals)
     with open(os.path.join(args.out, "MANIFEST.txt"), "w") as f:
         f.write("\n".join(manifest) + "\n")
     print("\n".join(manifest))
