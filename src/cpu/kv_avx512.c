@@ -1,4 +1,377 @@
-/* kv_avx512.c -- AVX-512 KV codec kernels (filled in incrementally; NULL = scalar). */
-#include "cpu/kv_cpu.h"
+/* kv_avx512.c -- AVX-512 (F/BW/DQ/VL) KV codec kernels. Byte-identical to the scalar reference
+ * (src/kv/kv_ref.c) by the same rules as kv_avx2.c: same per-element IEEE operations in the same
+ * order (true div/sqrt, no FMA, round-to-nearest-even), exact tree min/max with the reference's
+ * NaN and signed-zero rules, the per-group sum of squares kept sequential, NaN index -> 0.
+ * Compiled with the AVX-512 flags only (CMake source property). */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
-const tq_kv_kernels tq_kv_kernels_avx512 = {.isa = TQ_ISA_AVX512};
+#include "core/core.h"
+#include "core/half.h"
+#include "cpu/kv_cpu.h"
+#include "kv/kv_internal.h"
+
+#define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static inline void minmax(const float *x, int nv, float *mn, float *mx)
+{
+    __m512 lo = _mm512_loadu_ps(x), hi = lo;
+    __mmask16 nan = _mm512_cmp_ps_mask(lo, lo, _CMP_UNORD_Q);
+    for (int i = 1; i < nv; i++) {
+        const __m512 v = _mm512_loadu_ps(x + 16 * i);
+        lo = _mm512_min_ps(lo, v);
+        hi = _mm512_max_ps(hi, v);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+    if (nan) {
+        *mn = NAN;
+        *mx = NAN;
+        return;
+    }
+    *mn = _mm512_reduce_min_ps(lo) + 0.0f;
+    *mx = _mm512_reduce_max_ps(hi) + 0.0f;
+}
+
+static inline __m512i round_clamp(__m512 t, __m512 lo, __m512 hi)
+{
+    __m512 r = _mm512_roundscale_ps(t, RNE);
+    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r); /* NaN -> 0 */
+    r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+    return _mm512_cvttps_epi32(r);
+}
+
+/* two int32 vectors (values -128..255) -> 32 index bytes in order (low byte of each) */
+static inline __m256i narrow2(__m512i a, __m512i b)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(a)),
+                                   _mm512_cvtepi32_epi8(b), 1);
+}
+
+static inline void store_idx32(__m256i q, int bits, uint8_t *dst)
+{
+    if (bits == 8) {
+        _mm256_storeu_si256((__m256i *)dst, q);
+    } else if (bits == 4) {
+        const __m256i w = _mm256_maddubs_epi16(q, _mm256_set1_epi16(0x1001));
+        _mm_storeu_si128((__m128i *)dst, _mm256_cvtepi16_epi8(w));
+    } else {
+        uint8_t idx[32];
+        _mm256_storeu_si256((__m256i *)idx, q);
+        kv_pack32(idx, bits, dst);
+    }
+}
+
+/* 16 indices starting at element j (j % 16 == 0) -> int32 */
+static inline __m512i load_idx16(const uint8_t *src, int j, int bits, int is_signed)
+{
+    if (bits == 8) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(src + j));
+        return is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+    }
+    uint64_t a0 = 0, a1 = 0;
+    const uint8_t *p = src + (size_t)j / 8 * (size_t)bits;
+    memcpy(&a0, p, (size_t)bits);
+    memcpy(&a1, p + bits, (size_t)bits);
+    const __m512i sh = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm512_set1_epi64(bits));
+    const __m256i lo = _mm512_cvtepi64_epi32(_mm512_srlv_epi64(_mm512_set1_epi64((long long)a0), sh));
+    const __m256i hi = _mm512_cvtepi64_epi32(_mm512_srlv_epi64(_mm512_set1_epi64((long long)a1), sh));
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    return _mm512_and_si512(v, _mm512_set1_epi32((1 << bits) - 1));
+}
+
+/* ---- FWHT ----------------------------------------------------------------------------------- */
+
+static inline __m512 bfly_in(__m512 x)
+{
+    __m512 s = _mm512_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)); /* h = 1 */
+    x = _mm512_mask_blend_ps(0xAAAA, _mm512_add_ps(x, s), _mm512_sub_ps(s, x));
+    s = _mm512_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)); /* h = 2 */
+    x = _mm512_mask_blend_ps(0xCCCC, _mm512_add_ps(x, s), _mm512_sub_ps(s, x));
+    s = _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(2, 3, 0, 1)); /* h = 4 */
+    x = _mm512_mask_blend_ps(0xF0F0, _mm512_add_ps(x, s), _mm512_sub_ps(s, x));
+    s = _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(1, 0, 3, 2)); /* h = 8 */
+    return _mm512_mask_blend_ps(0xFF00, _mm512_add_ps(x, s), _mm512_sub_ps(s, x));
+}
+
+static void butterflies(float *u, int n)
+{
+    for (int i = 0; i < n; i += 16)
+        _mm512_storeu_ps(u + i, bfly_in(_mm512_loadu_ps(u + i)));
+    for (int h = 16; h < n; h <<= 1)
+        for (int blk = 0; blk < n; blk += 2 * h)
+            for (int i = blk; i < blk + h; i += 16) {
+                const __m512 a = _mm512_loadu_ps(u + i), b = _mm512_loadu_ps(u + i + h);
+                _mm512_storeu_ps(u + i, _mm512_add_ps(a, b));
+                _mm512_storeu_ps(u + i + h, _mm512_sub_ps(a, b));
+            }
+}
+
+/* ---- turbo keys ----------------------------------------------------------------------------- */
+
+static void enc_k(const float *x, int64_t n, int d, int kb, uint8_t *dst)
+{
+    const size_t rb = tq_kv_turbo_k_row_bytes(d, kb);
+    const int ng = d / TQ_KV_GROUP, sgn = kb == 8;
+    const float maxv = (float)((1 << kb) - 1);
+    const __m512 lo = _mm512_set1_ps(sgn ? -127.0f : 0.0f), hi = _mm512_set1_ps(sgn ? 127.0f : maxv);
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d;
+        uint8_t *row = dst + (size_t)r * rb;
+        uint8_t *sc = row + tq_kv_packed_bytes(d, kb), *zr = sc + 2 * (size_t)ng;
+        for (int g = 0; g < ng; g++) {
+            const float *xg = xr + g * TQ_KV_GROUP;
+            float mn, mx, scale, zero, se;
+            minmax(xg, 2, &mn, &mx);
+            if (sgn) {
+                scale = (mx - mn) / 254.0f;
+                se = scale + tq_kv_eps;
+                zero = rintf((mx + mn) / (2.0f * se));
+            } else {
+                scale = (mx - mn) / maxv;
+                se = scale + tq_kv_eps;
+                zero = rintf(mn / se);
+            }
+            const __m512 sev = _mm512_set1_ps(se), zv = _mm512_set1_ps(zero);
+            const __m512i q0 = round_clamp(
+                _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(xg), sev), zv), lo, hi);
+            const __m512i q1 = round_clamp(
+                _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(xg + 16), sev), zv), lo, hi);
+            store_idx32(narrow2(q0, q1), kb, row + (size_t)g * 4 * (size_t)kb);
+            tq_wr16(sc + 2 * g, tq_kv_f16(scale));
+            tq_wr16(zr + 2 * g, tq_kv_f16(zero));
+        }
+    }
+}
+
+static void dec_k(const uint8_t *src, int64_t n, int d, int kb, float *out)
+{
+    const size_t rb = tq_kv_turbo_k_row_bytes(d, kb);
+    const int ng = d / TQ_KV_GROUP, sgn = kb == 8;
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *row = src + (size_t)r * rb;
+        const uint8_t *sc = row + tq_kv_packed_bytes(d, kb), *zr = sc + 2 * (size_t)ng;
+        float *o = out + r * d;
+        for (int g = 0; g < ng; g++) {
+            const __m512 s = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(sc + 2 * g)));
+            const __m512 z = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(zr + 2 * g)));
+            for (int j = g * TQ_KV_GROUP; j < (g + 1) * TQ_KV_GROUP; j += 16) {
+                const __m512 q = _mm512_cvtepi32_ps(load_idx16(row, j, kb, sgn));
+                _mm512_storeu_ps(o + j, _mm512_mul_ps(_mm512_add_ps(q, z), s));
+            }
+        }
+    }
+}
+
+/* ---- turbo values --------------------------------------------------------------------------- */
+
+typedef struct vtab {
+    __m512 b_lo, b_hi; /* boundaries padded to 32 (4/5 bits) */
+    __m512 c_lo, c_hi; /* centroids padded to 32 (<= 5 bits) */
+} vtab;
+
+static void vtab_init(vtab *t, int bits)
+{
+    float b[32] = {0}, c[32] = {0};
+    const int n = 1 << bits;
+    if (bits <= 5) {
+        for (int i = 0; i < n - 1; i++)
+            b[i] = tq_kv_boundaries(bits)[i];
+        for (int i = 0; i < n; i++)
+            c[i] = tq_kv_centroids(bits)[i];
+    }
+    t->b_lo = _mm512_loadu_ps(b);
+    t->b_hi = _mm512_loadu_ps(b + 16);
+    t->c_lo = _mm512_loadu_ps(c);
+    t->c_hi = _mm512_loadu_ps(c + 16);
+}
+
+/* #{ j : z > B[j] } (NaN compares false -> 0) */
+static inline __m512i v_index(__m512 z, int bits, const float *bd, const vtab *t)
+{
+    __m512i idx = _mm512_setzero_si512();
+    const __m512i one = _mm512_set1_epi32(1);
+    if (bits <= 3) {
+        for (int j = 0; j < (1 << bits) - 1; j++)
+            idx = _mm512_mask_add_epi32(idx, _mm512_cmp_ps_mask(z, _mm512_set1_ps(bd[j]), _CMP_GT_OQ),
+                                        idx, one);
+        return idx;
+    }
+    /* binary search over the non-decreasing boundaries (the same count) */
+    for (int step = 1 << (bits - 1); step >= 1; step >>= 1) {
+        const __m512i cand = _mm512_add_epi32(idx, _mm512_set1_epi32(step));
+        const __m512i at = _mm512_sub_epi32(cand, one);
+        __m512 b;
+        if (bits == 4)
+            b = _mm512_permutexvar_ps(at, t->b_lo);
+        else if (bits == 5)
+            b = _mm512_permutex2var_ps(t->b_lo, at, t->b_hi);
+        else
+            b = _mm512_i32gather_ps(at, bd, 4);
+        idx = _mm512_mask_mov_epi32(idx, _mm512_cmp_ps_mask(z, b, _CMP_GT_OQ), cand);
+    }
+    return idx;
+}
+
+static inline __m512 centroid16(__m512i idx, int bits, const float *c, const vtab *t)
+{
+    if (bits <= 4)
+        return _mm512_permutexvar_ps(idx, t->c_lo);
+    if (bits == 5)
+        return _mm512_permutex2var_ps(t->c_lo, idx, t->c_hi);
+    return _mm512_i32gather_ps(idx, c, 4);
+}
+
+static void enc_v(const float *x, int64_t n, int d, int vb, uint8_t *dst)
+{
+    const size_t rb = tq_kv_turbo_v_row_bytes(d, vb);
+    const int ng = d / TQ_KV_GROUP;
+    const float *sg = tq_kv_signs(d), *bd = tq_kv_boundaries(vb);
+    const __m512 sd = _mm512_set1_ps(tq_kv_fwht_scale(d));
+    vtab t;
+    vtab_init(&t, vb);
+    float y[TQ_KV_MAX_HEAD_DIM] __attribute__((aligned(64)));
+    float sq[TQ_KV_MAX_HEAD_DIM] __attribute__((aligned(64)));
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d;
+        uint8_t *row = dst + (size_t)r * rb;
+        uint8_t *sc = row + tq_kv_packed_bytes(d, vb);
+        for (int j = 0; j < d; j += 16)
+            _mm512_store_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(xr + j), _mm512_loadu_ps(sg + j)));
+        butterflies(y, d);
+        for (int j = 0; j < d; j += 16) {
+            const __m512 v = _mm512_mul_ps(_mm512_load_ps(y + j), sd);
+            _mm512_store_ps(y + j, v);
+            _mm512_store_ps(sq + j, _mm512_mul_ps(v, v));
+        }
+        float ss[TQ_KV_MAX_HEAD_DIM / TQ_KV_GROUP];
+        for (int g = 0; g < ng; g++)
+            ss[g] = 0.0f;
+        for (int k = 0; k < TQ_KV_GROUP; k++) /* sequential per group, groups interleaved */
+            for (int g = 0; g < ng; g++)
+                ss[g] = ss[g] + sq[g * TQ_KV_GROUP + k];
+        for (int g = 0; g < ng; g++) {
+            const float scale = sqrtf(ss[g] * 0.03125f);
+            const __m512 se = _mm512_set1_ps(scale + tq_kv_eps);
+            const float *yg = y + g * TQ_KV_GROUP;
+            const __m512i q0 = v_index(_mm512_div_ps(_mm512_load_ps(yg), se), vb, bd, &t);
+            const __m512i q1 = v_index(_mm512_div_ps(_mm512_load_ps(yg + 16), se), vb, bd, &t);
+            store_idx32(narrow2(q0, q1), vb, row + (size_t)g * 4 * (size_t)vb);
+            tq_wr16(sc + 2 * g, tq_kv_f16(scale));
+        }
+    }
+}
+
+static void dec_v(const uint8_t *src, int64_t n, int d, int vb, float *out)
+{
+    const size_t rb = tq_kv_turbo_v_row_bytes(d, vb);
+    const int ng = d / TQ_KV_GROUP;
+    const float *sg = tq_kv_signs(d), *c = tq_kv_centroids(vb);
+    const __m512 sd = _mm512_set1_ps(tq_kv_fwht_scale(d));
+    vtab t;
+    vtab_init(&t, vb);
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *row = src + (size_t)r * rb;
+        const uint8_t *sc = row + tq_kv_packed_bytes(d, vb);
+        float *o = out + r * d;
+        for (int g = 0; g < ng; g++) {
+            const __m512 s = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(sc + 2 * g)));
+            for (int j = g * TQ_KV_GROUP; j < (g + 1) * TQ_KV_GROUP; j += 16)
+                _mm512_storeu_ps(o + j,
+                                 _mm512_mul_ps(centroid16(load_idx16(row, j, vb, 0), vb, c, &t), s));
+        }
+        butterflies(o, d);
+        for (int j = 0; j < d; j += 16)
+            _mm512_storeu_ps(o + j, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(o + j), sd),
+                                                  _mm512_loadu_ps(sg + j)));
+    }
+}
+
+/* ---- kv8 / kv4 ------------------------------------------------------------------------------ */
+
+static void enc_affine(const float *x, int64_t n, int d, int bits, uint8_t *dst)
+{
+    const size_t rb = tq_kv_affine_row_bytes(d, bits);
+    const int ng = d / TQ_KV_AFFINE_GROUP;
+    const float maxv = (float)((1 << bits) - 1);
+    const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(maxv);
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d;
+        uint8_t *row = dst + (size_t)r * rb;
+        uint8_t *sc = row + tq_kv_packed_bytes(d, bits), *bi = sc + 2 * (size_t)ng;
+        for (int g = 0; g < ng; g++) {
+            const float *xg = xr + g * TQ_KV_AFFINE_GROUP;
+            float mn, mx;
+            minmax(xg, 4, &mn, &mx);
+            const uint16_t sh = tq_kv_f16((mx - mn) / maxv), bh = tq_kv_f16(mn);
+            const float s = tq_f16_to_f32(sh), m = tq_f16_to_f32(bh);
+            uint8_t *pk = row + (size_t)g * TQ_KV_AFFINE_GROUP * (size_t)bits / 8;
+            for (int h = 0; h < 2; h++) {
+                __m256i qv = _mm256_setzero_si256();
+                if (s > 0.0f) {
+                    const __m512 sv = _mm512_set1_ps(s), mv = _mm512_set1_ps(m);
+                    const __m512 v0 = _mm512_loadu_ps(xg + 32 * h), v1 = _mm512_loadu_ps(xg + 32 * h + 16);
+                    qv = narrow2(round_clamp(_mm512_div_ps(_mm512_sub_ps(v0, mv), sv), lo, hi),
+                                 round_clamp(_mm512_div_ps(_mm512_sub_ps(v1, mv), sv), lo, hi));
+                }
+                store_idx32(qv, bits, pk + (size_t)h * 4 * (size_t)bits);
+            }
+            tq_wr16(sc + 2 * g, sh);
+            tq_wr16(bi + 2 * g, bh);
+        }
+    }
+}
+
+static void dec_affine(const uint8_t *src, int64_t n, int d, int bits, float *out)
+{
+    const size_t rb = tq_kv_affine_row_bytes(d, bits);
+    const int ng = d / TQ_KV_AFFINE_GROUP;
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *row = src + (size_t)r * rb;
+        const uint8_t *sc = row + tq_kv_packed_bytes(d, bits), *bi = sc + 2 * (size_t)ng;
+        float *o = out + r * d;
+        for (int g = 0; g < ng; g++) {
+            const __m512 s = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(sc + 2 * g)));
+            const __m512 m = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(bi + 2 * g)));
+            for (int j = g * TQ_KV_AFFINE_GROUP; j < (g + 1) * TQ_KV_AFFINE_GROUP; j += 16) {
+                const __m512 q = _mm512_cvtepi32_ps(load_idx16(row, j, bits, 0));
+                _mm512_storeu_ps(o + j, _mm512_add_ps(_mm512_mul_ps(q, s), m));
+            }
+        }
+    }
+}
+
+/* ---- f16 rows ------------------------------------------------------------------------------- */
+
+static void enc_f16(const float *x, int64_t n, uint8_t *dst)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + 2 * i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), RNE));
+    for (; i < n; i++)
+        tq_wr16(dst + 2 * i, tq_f32_to_f16(x[i]));
+}
+
+static void dec_f16(const uint8_t *src, int64_t n, float *out)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * i))));
+    for (; i < n; i++)
+        out[i] = tq_f16_to_f32(tq_rd16(src + 2 * i));
+}
+
+const tq_kv_kernels tq_kv_kernels_avx512 = {
+    .isa = TQ_ISA_AVX512,
+    .enc_k = enc_k,
+    .dec_k = dec_k,
+    .enc_v = enc_v,
+    .dec_v = dec_v,
+    .enc_affine = enc_affine,
+    .dec_affine = dec_affine,
+    .enc_f16 = enc_f16,
+    .dec_f16 = dec_f16,
+};
