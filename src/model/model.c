@@ -114,6 +114,40 @@ static tq_status rope_freqs(const tq_model_config *c, float theta, float *inv_fr
     return TQ_OK;
 }
 
+/* Global-layer RoPE frequencies. A GGUF Llama 3 file carries its frequency scaling as the
+ * tensor rope_freqs.weight (rope_dim/2 divisors, llama.cpp's freq_factors) instead of the
+ * parameters; use it when present. */
+static tq_status rope_freqs_for(const char *path, const tq_weights *src, const tq_model_config *c,
+                                float *inv_freq)
+{
+    const tq_gguf *g = tq_weights_gguf(src);
+    const int64_t ti = g ? tq_gguf_find_tensor(g, "rope_freqs.weight") : -1;
+    if (ti < 0)
+        return rope_freqs(c, c->rope_theta, inv_freq);
+    tq_gguf_tensor_info info;
+    tq_status st = tq_gguf_tensor(g, ti, &info);
+    if (st)
+        return st;
+    const int half = c->rope_dim / 2;
+    if (info.type != TQ_GGML_F32 || info.n_elem != half)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor rope_freqs.weight is %s with %lld elements, "
+                                    "expected F32 with %d (rope_dim / 2)", path,
+                       tq_ggml_type_name(info.type), (long long)info.n_elem, half);
+    tq_model_config plain = *c;
+    plain.rope_scaling = TQ_ROPE_SCALING_NONE;
+    if ((st = rope_freqs(&plain, c->rope_theta, inv_freq)))
+        return st;
+    for (int i = 0; i < half; i++) {
+        float f;
+        memcpy(&f, (const uint8_t *)info.data + 4 * (size_t)i, 4);
+        if (!(f > 0.0f))
+            return TQ_FAIL(TQ_E_FORMAT, "%s: rope_freqs.weight[%d] = %g is not positive", path, i,
+                           f);
+        inv_freq[i] /= f;
+    }
+    return TQ_OK;
+}
+
 static tq_status check_config(const char *path, const tq_model_config *c)
 {
     switch (c->arch) {
@@ -192,12 +226,16 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
     }
     if (!(m->cfg.rms_eps > 0.0f))
         m->cfg.rms_eps = 1e-6f;
-    if ((st = rope_freqs(&m->cfg, m->cfg.rope_theta, m->inv_freq)))
+    if ((st = rope_freqs_for(path, src, &m->cfg, m->inv_freq)))
         goto fail;
     const float theta_local = m->cfg.rope_theta_local > 0.0f ? m->cfg.rope_theta_local
                                                               : m->cfg.rope_theta;
-    if ((st = rope_freqs(&m->cfg, theta_local, m->inv_freq_local)))
-        goto fail;
+    if (m->cfg.sliding_window > 0 && m->cfg.sliding_window_pattern > 0) {
+        if ((st = rope_freqs(&m->cfg, theta_local, m->inv_freq_local)))
+            goto fail;
+    } else {
+        memcpy(m->inv_freq_local, m->inv_freq, sizeof(float) * (size_t)(m->cfg.rope_dim / 2));
+    }
     m->attn_scale = 1.0f / sqrtf(m->cfg.query_pre_attn_scalar > 0.0f
                                      ? m->cfg.query_pre_attn_scalar
                                      : (float)m->cfg.head_dim);
