@@ -11,5 +11,7 @@ add_test(NAME test_tok_parity_smollm2 COMMAND test_tok_parity smollm2
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_tok_parity_llama3 PROPERTIES LABELS fast SKIP_RETURN_CODE 77
     TIMEOUT 300 ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR}")
-set_tests_properties(test_tok_parity_smollm2 PROPERTIES LABELS model SKIP_RETURN_CODE 77
-    TIMEOUT 300 ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR}")
+add_test(NAME test_tok_parity_gemma3 COMMAND test_tok_parity gemma3
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_tok_parity_smollm2 test_tok_parity_gemma3 PROPERTIES LABELS model
+    SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR}")

@@ -10,7 +10,9 @@ Writes into tests/data/tokenizer/:
 References:
   qwen3, llama3  Hugging Face `tokenizers` (PyPI) on ../shared/assets/tokenizers/<name>/tokenizer.json
   smollm2        llama.cpp's tokenizer via `llama_cpp` (PyPI llama-cpp-python) on
-                 models/SmolLM2-135M-Instruct.Q4_1.gguf, vocab_only=True, special=False, add_bos=False.
+                 models/SmolLM2-135M-Instruct.Q4_1.gguf, vocab_only=True, special=False, add_bos=False
+                 (edge cases with special=True).
+  gemma3         the same for models/gemma-3-270m-q4_k_m.gguf (SentencePiece-style vocabulary).
 Usage: python3 scripts/tok_ref/make_ref.py [--shared DIR] [--models DIR] [--only NAME]
 """
 import argparse
@@ -91,15 +93,19 @@ def main():
         write_edge(os.path.join(out, name + ".edge.txt"), edge)
         print("%s: %d ids (tokenizers %s)" % (name, len(ids), tokenizers.__version__))
 
-    if a.only in (None, "smollm2"):
+    for name, fname in (("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+                        ("gemma3", "gemma-3-270m-q4_k_m.gguf")):
+        if a.only and a.only != name:
+            continue
         import llama_cpp
-        gguf = os.path.join(a.models, "SmolLM2-135M-Instruct.Q4_1.gguf")
-        llm = llama_cpp.Llama(model_path=gguf, vocab_only=True, verbose=False)
+        llm = llama_cpp.Llama(model_path=os.path.join(a.models, fname), vocab_only=True,
+                              verbose=False)
         ids = llm.tokenize(wiki_bytes, add_bos=False, special=False)
-        write_ids(os.path.join(out, "smollm2.wiki.tqid"), ids)
+        assert llm.detokenize(ids) == wiki_bytes
+        write_ids(os.path.join(out, name + ".wiki.tqid"), ids)
         edge = [(t, llm.tokenize(t.encode("utf-8"), add_bos=False, special=True)) for t in EDGE]
-        write_edge(os.path.join(out, "smollm2.edge.txt"), edge)
-        print("smollm2: %d ids (llama_cpp %s)" % (len(ids), llama_cpp.__version__))
+        write_edge(os.path.join(out, name + ".edge.txt"), edge)
+        print("%s: %d ids (llama_cpp %s)" % (name, len(ids), llama_cpp.__version__))
 
 
 if __name__ == "__main__":

@@ -470,7 +470,7 @@ tq_status tok_finish(tq_tokenizer *t)
         for (int b = 0; b < 256; b++)
             missing += t->byte_id[b] < 0;
         if (missing)
-            tq_log(TQ_LOG_WARN, "%s: %d of 256 single-byte tokens missing; such bytes are dropped",
+            tq_log(TQ_LOG_INFO, "%s: %d of 256 single-byte tokens missing; such bytes are dropped",
                    t->name, missing);
     }
     return TQ_OK;
