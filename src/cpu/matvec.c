@@ -1,7 +1,11 @@
 /* matvec.c -- scalar weight-matrix products (the specification for every ISA variant), kernel
  * selection, and the threaded driver. See matvec.h for the operation. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef TQ_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include "core/half.h"
 #include "cpu/matvec.h"
@@ -65,6 +69,43 @@ const tq_mm_kernels *tq_mm_scalar(void)
     return &scalar_table;
 }
 
+#ifdef TQ_HAVE_OPENBLAS
+/* OpenBLAS sgemm on the thread's row slice: Y[:, r0:r1] = X W[r0:r1]^T. Our pool splits the
+ * rows, so OpenBLAS itself must run single-threaded (its own threads would fight our pool for
+ * the same cores): set once, process-wide. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single(void)
+{
+    openblas_set_num_threads(1);
+}
+
+static void mm_blas_f32(const void *w, int64_t k, const float *x, const uint16_t *xb, int64_t ldx,
+                        int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    pthread_once(&blas_once, blas_single);
+    if (r1 <= r0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(r1 - r0),
+                (blasint)k, 1.0f, x, (blasint)ldx, (const float *)w + r0 * k, (blasint)k, 0.0f,
+                y + r0, (blasint)ldy);
+}
+
+static const tq_mm_kernels blas_table = {
+    .name = "openblas",
+    .mm = {[TQ_DTYPE_F32] = mm_blas_f32},
+    .needs_xb = 0,
+};
+#endif
+
+const tq_mm_kernels *tq_mm_openblas(void)
+{
+#ifdef TQ_HAVE_OPENBLAS
+    return &blas_table;
+#else
+    return NULL;
+#endif
+}
+
 static int has_bf16_dot(void)
 {
 #if defined(__x86_64__)
@@ -86,6 +127,8 @@ int tq_mm_all(const tq_mm_kernels **out, int cap)
         out[n++] = tq_mm_avx512();
     if (has_bf16_dot() && tq_mm_avx512bf16() && n < cap)
         out[n++] = tq_mm_avx512bf16();
+    if (tq_mm_openblas() && n < cap)
+        out[n++] = tq_mm_openblas();
     return n;
 }
 

@@ -32,6 +32,8 @@ const tq_mm_kernels *tq_mm_scalar(void);
 const tq_mm_kernels *tq_mm_avx2(void);
 const tq_mm_kernels *tq_mm_avx512(void);
 const tq_mm_kernels *tq_mm_avx512bf16(void);
+/* OpenBLAS cblas_sgemm (f32 weights only), single-threaded inside each of our threads. */
+const tq_mm_kernels *tq_mm_openblas(void);
 
 /* tq_mm_all() -- every table this CPU can run, scalar first (for tests). Returns the count. */
 int tq_mm_all(const tq_mm_kernels **out, int cap);
