@@ -95,6 +95,17 @@ static inline __m256i load_idx8(const uint8_t *src, int j, int bits, int is_sign
         const __m128i b = _mm_loadl_epi64((const __m128i *)(src + j));
         return is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
     }
+    if (bits == 4 || bits == 2) { /* replicate each byte 8/bits times, shift, mask */
+        const __m128i b = bits == 4 ? _mm_cvtsi32_si128((int)tq_rd32(src + j / 2))
+                                    : _mm_cvtsi32_si128((int)tq_rd16(src + j / 4));
+        const __m128i rep = bits == 4 ? _mm_unpacklo_epi8(b, b)
+                                      : _mm_shuffle_epi8(b, _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 0,
+                                                                          0, 0, 0, 0, 0, 0, 0));
+        const __m256i sh = bits == 4 ? _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)
+                                     : _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+        return _mm256_and_si256(_mm256_srlv_epi32(_mm256_cvtepu8_epi32(rep), sh),
+                                _mm256_set1_epi32((1 << bits) - 1));
+    }
     /* 8 elements = `bits` bytes, byte aligned since j % 8 == 0; element k at bit k*bits */
     uint64_t acc = 0;
     memcpy(&acc, src + (size_t)j / 8 * (size_t)bits, (size_t)bits);

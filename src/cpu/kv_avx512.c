@@ -71,6 +71,17 @@ static inline __m512i load_idx16(const uint8_t *src, int j, int bits, int is_sig
         const __m128i b = _mm_loadu_si128((const __m128i *)(src + j));
         return is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
     }
+    if (bits == 4 || bits == 2) { /* replicate each byte 8/bits times, shift, mask */
+        const __m128i b = bits == 4 ? _mm_loadl_epi64((const __m128i *)(src + j / 2))
+                                    : _mm_cvtsi32_si128((int)tq_rd32(src + j / 4));
+        const __m128i rep = bits == 4 ? _mm_unpacklo_epi8(b, b)
+                                      : _mm_shuffle_epi8(b, _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2,
+                                                                          2, 2, 2, 3, 3, 3, 3));
+        const __m512i sh = bits == 4 ? _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4)
+                                     : _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
+        return _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(rep), sh),
+                                _mm512_set1_epi32((1 << bits) - 1));
+    }
     uint64_t a0 = 0, a1 = 0;
     const uint8_t *p = src + (size_t)j / 8 * (size_t)bits;
     memcpy(&a0, p, (size_t)bits);
