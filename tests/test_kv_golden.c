@@ -31,13 +31,34 @@
 #define N_V 5
 
 static const char *const row_kind_names[] = {
-    "gaussian",        "gaussian_small",      "gaussian_offset", "heavy_tailed_t2",
-    "heavy_tailed_cauchy", "outlier_channel", "outlier_channel_neg", "all_zero",
-    "constant_0.5",    "tiny_1e-30",          "huge_1e30",       "subnormal",
-    "inf",             "nan",                 "mixed_groups",    "group_scales",
-    "fp32_extreme",    "gaussian_bf16",       "k_ties_q8_0",     "k_ties_uint8",
-    "k_ties_q5_0",     "k_ties_q4_0",         "k_ties_int2",     "v_tie_2",
-    "v_tie_3",         "v_tie_4",             "v_tie_5",         "v_tie_8",
+    "gaussian",
+    "gaussian_small",
+    "gaussian_offset",
+    "heavy_tailed_t2",
+    "heavy_tailed_cauchy",
+    "outlier_channel",
+    "outlier_channel_neg",
+    "all_zero",
+    "constant_0.5",
+    "tiny_1e-30",
+    "huge_1e30",
+    "subnormal",
+    "inf",
+    "nan",
+    "mixed_groups",
+    "group_scales",
+    "fp32_extreme",
+    "gaussian_bf16",
+    "k_ties_q8_0",
+    "k_ties_uint8",
+    "k_ties_q5_0",
+    "k_ties_q4_0",
+    "k_ties_int2",
+    "v_tie_2",
+    "v_tie_3",
+    "v_tie_4",
+    "v_tie_5",
+    "v_tie_8",
 };
 #define N_KINDS ((int)(sizeof row_kind_names / sizeof row_kind_names[0]))
 
@@ -62,23 +83,37 @@ static const char *const reason_text[R_COUNT] = {
 };
 static long n_compared, n_reason[R_COUNT];
 static int n_printed;
-static long n_isa_runs;
+static long n_isa_runs, n_narrow_rows;
 
 static const char *k_name(int bits, int is_signed)
 {
     switch (bits) {
-    case 8: return is_signed ? "q8_0" : "uint8";
-    case 5: return "q5_0";
-    case 4: return "q4_0";
-    case 2: return "int2";
-    default: return "?";
+    case 8:
+        return is_signed ? "q8_0" : "uint8";
+    case 5:
+        return "q5_0";
+    case 4:
+        return "q4_0";
+    case 2:
+        return "int2";
+    default:
+        return "?";
     }
 }
 
-static float rdf(const uint8_t *p, size_t i) { return tq_bits_f32(tq_rd32(p + 4 * i)); }
-static uint16_t rdh(const uint8_t *p, size_t i) { return tq_rd16(p + 2 * i); }
+static float rdf(const uint8_t *p, size_t i)
+{
+    return tq_bits_f32(tq_rd32(p + 4 * i));
+}
+static uint16_t rdh(const uint8_t *p, size_t i)
+{
+    return tq_rd16(p + 2 * i);
+}
 
-static int h_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
+static int h_nan(uint16_t h)
+{
+    return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
+}
 /* fp16 equality of the contract: same bits, or both zero (any sign), or both NaN (any payload). */
 static int h_eq(uint16_t a, uint16_t b)
 {
@@ -119,7 +154,8 @@ static void note(int differs, int reason, const char *path, const golden *g, con
         char el[32] = "";
         if (elem >= 0)
             snprintf(el, sizeof el, " elem %d", elem);
-        fprintf(stderr, "%s [%s] d=%d %s%s/%d-bit row %d (%s) group %d%s %s: ours %s, ref %s -- %s\n",
+        fprintf(stderr,
+                "%s [%s] d=%d %s%s/%d-bit row %d (%s) group %d%s %s: ours %s, ref %s -- %s\n",
                 reason == R_FAIL ? "MISMATCH" : "allowed", path, g->d, s->is_v ? "V" : "K ",
                 s->is_v ? "" : k_name(s->bits, s->is_signed), s->bits, r,
                 row_kind_names[g->kinds[r]], grp, el, what, ours, ref, reason_text[reason]);
@@ -128,9 +164,18 @@ static void note(int differs, int reason, const char *path, const golden *g, con
     }
 }
 
-static void fmt_h(char *b, uint16_t h) { snprintf(b, 48, "0x%04x (%g)", h, tq_f16_to_f32(h)); }
-static void fmt_f(char *b, float f) { snprintf(b, 48, "0x%08x (%.9g)", tq_f32_bits(f), f); }
-static void fmt_i(char *b, int v) { snprintf(b, 48, "%d", v); }
+static void fmt_h(char *b, uint16_t h)
+{
+    snprintf(b, 48, "0x%04x (%g)", h, tq_f16_to_f32(h));
+}
+static void fmt_f(char *b, float f)
+{
+    snprintf(b, 48, "0x%08x (%.9g)", tq_f32_bits(f), f);
+}
+static void fmt_i(char *b, int v)
+{
+    snprintf(b, 48, "%d", v);
+}
 
 /* Index j of a golden section row as a signed/unsigned int. */
 static int gold_index(const section *s, const uint8_t *idx_row, int j)
@@ -256,14 +301,14 @@ static int load(int d, golden *g)
     printf("%s: %d rows, reference commit %.40s\n", path, g->n, (const char *)p + 32);
     const size_t n = (size_t)g->n, nd = n * (size_t)d, nG = n * (size_t)g->G;
     p += 96;
-#define TAKE(ptr, bytes)                                                                      \
-    do {                                                                                      \
-        if ((size_t)(end - p) < (size_t)(bytes)) {                                            \
-            fprintf(stderr, "%s: truncated\n", path);                                         \
-            return -1;                                                                        \
-        }                                                                                     \
-        (ptr) = p;                                                                            \
-        p += (bytes);                                                                         \
+#define TAKE(ptr, bytes)                                                                           \
+    do {                                                                                           \
+        if ((size_t)(end - p) < (size_t)(bytes)) {                                                 \
+            fprintf(stderr, "%s: truncated\n", path);                                              \
+            return -1;                                                                             \
+        }                                                                                          \
+        (ptr) = p;                                                                                 \
+        p += (bytes);                                                                              \
     } while (0)
     const uint8_t *kinds32;
     TAKE(kinds32, 4 * n);
@@ -315,8 +360,8 @@ static int load(int d, golden *g)
 static void check_section(const golden *g, const section *s, tq_pool *pool2)
 {
     const int d = g->d, n = g->n;
-    const size_t rb = s->is_v ? tq_kv_turbo_v_row_bytes(d, s->bits)
-                              : tq_kv_turbo_k_row_bytes(d, s->bits);
+    const size_t rb =
+        s->is_v ? tq_kv_turbo_v_row_bytes(d, s->bits) : tq_kv_turbo_k_row_bytes(d, s->bits);
     const long fail0 = n_reason[R_FAIL], allowed0 = n_reason[R_POW] + n_reason[R_NANCAST];
     float *x = malloc(sizeof(float) * (size_t)n * d), *out = malloc(sizeof(float) * (size_t)n * d);
     uint8_t *ref_rows = malloc(rb * n), *api_rows = malloc(rb * n), *gold_rows = malloc(rb * n);
@@ -361,13 +406,16 @@ static void check_section(const golden *g, const section *s, tq_pool *pool2)
                 (kk->enc_k ? kk->enc_k : sk->enc_k)(x, n, d, s->bits, api_rows);
             for (int r = 0; r < n; r++)
                 cmp_row(tag, g, s, r, api_rows + rb * r);
-            CHECK_MEMEQ(api_rows, ref_rows, rb * n, "%s d=%d %s %d-bit: bytes differ from the "
-                        "scalar reference", tag, d, s->is_v ? "V" : "K", s->bits);
+            CHECK_MEMEQ(api_rows, ref_rows, rb * n,
+                        "%s d=%d %s %d-bit: bytes differ from the "
+                        "scalar reference",
+                        tag, d, s->is_v ? "V" : "K", s->bits);
             if (s->is_v)
                 (kk->dec_v ? kk->dec_v : sk->dec_v)(gold_rows, n, d, s->bits, out);
             else
                 (kk->dec_k ? kk->dec_k : sk->dec_k)(gold_rows, n, d, s->bits, out);
-            snprintf(tag, sizeof tag, "kernels %s decode of golden bytes", tq_isa_name((tq_isa)isa));
+            snprintf(tag, sizeof tag, "kernels %s decode of golden bytes",
+                     tq_isa_name((tq_isa)isa));
             for (int r = 0; r < n; r++)
                 cmp_dequant(tag, g, s, r, out + (size_t)r * d, 0);
             n_isa_runs++;
@@ -390,18 +438,20 @@ static void check_section(const golden *g, const section *s, tq_pool *pool2)
             tq_pool *pool = pass ? pool2 : NULL;
             const char *tag = pass ? "api pool2" : "api";
             memset(api_rows, 0xA5, rb * n);
-            st = (s->is_v ? tq_kv_encode_v : tq_kv_encode_k)(sch, d, TQ_DTYPE_F32, x, n,
-                                                               api_rows, rb * n, pool);
+            st = (s->is_v ? tq_kv_encode_v : tq_kv_encode_k)(sch, d, TQ_DTYPE_F32, x, n, api_rows,
+                                                             rb * n, pool);
             CHECK(st == TQ_OK, "%s encode %s d=%d: %s", tag, name, d, tq_last_error());
             if (st != TQ_OK)
                 break;
             for (int r = 0; r < n; r++)
                 cmp_row(tag, g, s, r, api_rows + rb * r);
             /* every ISA writes the scalar reference's bytes */
-            CHECK_MEMEQ(api_rows, ref_rows, rb * n, "%s %s d=%d (%s): bytes differ from the scalar "
-                        "reference", tag, name, d, tq_isa_name(tq_cpu_isa()));
+            CHECK_MEMEQ(api_rows, ref_rows, rb * n,
+                        "%s %s d=%d (%s): bytes differ from the scalar "
+                        "reference",
+                        tag, name, d, tq_isa_name(tq_cpu_isa()));
             st = (s->is_v ? tq_kv_decode_v : tq_kv_decode_k)(sch, d, gold_rows, n, out,
-                                                               (int64_t)n * d, pool);
+                                                             (int64_t)n * d, pool);
             CHECK(st == TQ_OK, "%s decode %s d=%d: %s", tag, name, d, tq_last_error());
             if (st == TQ_OK)
                 for (int r = 0; r < n; r++)
@@ -410,6 +460,41 @@ static void check_section(const golden *g, const section *s, tq_pool *pool2)
                                 g, s, r, out + (size_t)r * d, 0);
         }
     }
+    /* 4. f16/bf16 inputs are upcast to fp32 first (SPEC A1): a golden row whose every value is
+     * exactly representable in that type must encode to the reference's fp32 result. */
+    if (s->is_v || s->bits != 8 || s->is_signed) {
+        char name[32];
+        tq_kv_scheme sch;
+        snprintf(name, sizeof name, "turbo:k%dv%d", s->is_v ? 8 : s->bits, s->is_v ? s->bits : 3);
+        if (tq_kv_scheme_parse(name, &sch) == TQ_OK) {
+            uint16_t *h = malloc(sizeof(uint16_t) * (size_t)d);
+            for (int dt = TQ_DTYPE_F16; dt <= TQ_DTYPE_BF16; dt++) {
+                for (int r = 0; r < n; r++) {
+                    const float *xr = x + (size_t)r * d;
+                    int exact = 1;
+                    for (int j = 0; j < d && exact; j++) {
+                        h[j] = dt == TQ_DTYPE_F16 ? tq_f32_to_f16(xr[j]) : tq_f32_to_bf16(xr[j]);
+                        const float back =
+                            dt == TQ_DTYPE_F16 ? tq_f16_to_f32(h[j]) : tq_bf16_to_f32(h[j]);
+                        exact = tq_f32_bits(back) == tq_f32_bits(xr[j]) ||
+                                (back != back && xr[j] != xr[j]);
+                    }
+                    if (!exact)
+                        continue;
+                    const tq_status st = (s->is_v ? tq_kv_encode_v : tq_kv_encode_k)(
+                        sch, d, (tq_dtype)dt, h, 1, api_rows, rb, NULL);
+                    CHECK(st == TQ_OK, "%s encode from %s: %s", name, tq_dtype_name((tq_dtype)dt),
+                          tq_last_error());
+                    if (st == TQ_OK)
+                        cmp_row(dt == TQ_DTYPE_F16 ? "api f16 input" : "api bf16 input", g, s, r,
+                                api_rows);
+                    n_narrow_rows++;
+                }
+            }
+            free(h);
+        }
+    }
+
     const long fails = n_reason[R_FAIL] - fail0;
     const long allowed = n_reason[R_POW] + n_reason[R_NANCAST] - allowed0;
     char what[24];
@@ -427,7 +512,8 @@ int main(int argc, char **argv)
     t_init(argc, argv, "test_kv_golden");
     const char *want = getenv("TQ_CPU");
     if (want && *want && strcmp(want, tq_isa_name(tq_cpu_isa())))
-        return t_skip("TQ_CPU names an ISA this CPU cannot run, so the public API would not use it");
+        return t_skip(
+            "TQ_CPU names an ISA this CPU cannot run, so the public API would not use it");
     printf("ISA of the public API: %s; kernel tables run in-process:", tq_isa_name(tq_cpu_isa()));
     for (int isa = 0; isa < TQ_ISA_COUNT; isa++)
         if (tq_kv_kernels_get((tq_isa)isa))
@@ -455,13 +541,16 @@ int main(int argc, char **argv)
     tq_pool_free(pool2);
     const long allowed = n_reason[R_POW] + n_reason[R_NANCAST];
     printf("compared %ld components: %ld exact, %ld allowed (%ld pow-vs-y*y, %ld NaN-cast), "
-           "%ld unexplained\n", n_compared, n_compared - allowed - n_reason[R_FAIL], allowed,
-           n_reason[R_POW], n_reason[R_NANCAST], n_reason[R_FAIL]);
+           "%ld unexplained\n",
+           n_compared, n_compared - allowed - n_reason[R_FAIL], allowed, n_reason[R_POW],
+           n_reason[R_NANCAST], n_reason[R_FAIL]);
     /* the allowed set must stay tiny: at most 1 component in 1000 */
     CHECK(allowed * 1000 <= n_compared, "%ld allowed differences out of %ld is not tiny", allowed,
           n_compared);
     CHECK(n_compared > 0, "nothing compared");
     CHECK(n_isa_runs >= 4 * 9, "ISA kernel runs: %ld", n_isa_runs);
+    printf("rows re-encoded from exactly representable f16/bf16 inputs: %ld\n", n_narrow_rows);
+    CHECK(n_narrow_rows >= 4 * 9 * 3, "f16/bf16 input rows: %ld", n_narrow_rows);
     t_pass++; /* the per-component checks are counted in n_compared; failures in t_fail */
     return t_done();
 }
