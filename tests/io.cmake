@@ -1,3 +1,9 @@
 # I/O: GGUF, safetensors (read + write), config, tq_weights. Real-model tests are labelled model.
 tq_test(test_io_parity LABELS model TIMEOUT 900)
 tq_test(test_io_gguf LABELS fast)
+tq_test(test_io_st_write LABELS fast)
+# The `safetensors` Python package loads what we wrote: identical bytes, dtypes, shapes, metadata.
+add_test(NAME test_io_st_python COMMAND sh -c
+    "TQ_IO_KEEP=$0/st_python $<TARGET_FILE:test_io_st_write> && python3 scripts/io_ref/check_st_written.py $0/st_python"
+    ${CMAKE_CURRENT_BINARY_DIR} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_io_st_python PROPERTIES LABELS slow SKIP_RETURN_CODE 77)
