@@ -23,5 +23,6 @@ int cli_is_help(int argc, char **argv);
 /* Subcommands (tools/cmd_*.c). */
 int cmd_default(int argc, char **argv);
 int cmd_kv_bench(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@ static int cmd_version(int argc, char **argv);
 
 /* One line per command; keep sorted by how often people need them. */
 static const command commands[] = {
+    {"inspect", cmd_inspect, "model file: architecture, tokenizer, metadata, tensor table (--json)"},
     {"kv-bench", cmd_kv_bench, "KV codec throughput and round-trip quality per scheme and ISA"},
     {"version", cmd_version, "library version, CPU kernels in use, CUDA devices"},
 };
