@@ -1,6 +1,16 @@
 /* turboquant/cuda.h -- CUDA entry points, declared in every build (included by turboquant.h).
  * Without CUDA support compiled in, tq_cuda_available() returns 0 and every other entry point
- * returns TQ_E_UNSUPPORTED, so callers need no #ifdef. */
+ * returns TQ_E_UNSUPPORTED, so callers need no #ifdef.
+ *
+ * The device KV cache (tq_cuda_kv) holds, for each sequence of a batch and each kv head, up to
+ * max_tokens encoded K rows and V rows, byte for byte the rows of the CPU codec (docs/FORMAT.md
+ * "KV rows"), so a cache encoded on the CPU can be attended on the GPU and vice versa. Every
+ * handle owns one CUDA stream; calls on one handle are ordered, calls return when their work is
+ * finished (host pointers) or enqueued (device pointers: synchronize with tq_cuda_kv_sync()).
+ *
+ * Supported on the GPU: schemes bf16, f16, kv8 and turbo:k8v3, k4v3, k8v4, k8v2, k4v2, k4v4
+ * (head_dim 64/128/256, any GQA group and query count with n_q*group <= 64).
+ */
 #ifndef TURBOQUANT_CUDA_H
 #define TURBOQUANT_CUDA_H
 #ifdef __cplusplus
@@ -13,6 +23,79 @@ TQ_API int tq_cuda_available(void);
 TQ_API int tq_cuda_compiled(void);
 /* tq_cuda_device_name() -- name of device 0 into buf (NUL-terminated, truncated to cap). */
 TQ_API tq_status tq_cuda_device_name(char *buf, size_t cap);
+
+/* tq_cuda_kv_supported() -- TQ_OK if the GPU kernels handle (scheme, head_dim); otherwise
+ * TQ_E_UNSUPPORTED naming the supported choices. Needs no device. */
+TQ_API tq_status tq_cuda_kv_supported(tq_kv_scheme s, int head_dim);
+
+/* tq_cuda_kv_encode() -- encode n_rows host rows (head_dim elements of src_type each) on the GPU
+ * into host buffers k_dst and v_dst (n_rows * tq_kv_row_bytes() each; either may be NULL to skip
+ * it). Same bytes as tq_kv_encode_k()/tq_kv_encode_v(). For tests and tools; not a hot path. */
+TQ_API tq_status tq_cuda_kv_encode(tq_kv_scheme s, int head_dim, tq_dtype src_type, const void *src,
+                                   int64_t n_rows, void *k_dst, void *v_dst);
+
+/* ---- device KV cache ------------------------------------------------------------------------ */
+typedef struct tq_cuda_kv tq_cuda_kv;
+
+/* tq_cuda_kv_create() -- a zeroed device cache for `batch` sequences of up to max_tokens tokens
+ * and n_kv_heads heads of head_dim under scheme s, on device 0. */
+TQ_API tq_status tq_cuda_kv_create(tq_kv_scheme s, int head_dim, int n_kv_heads, int64_t max_tokens,
+                                   int batch, tq_cuda_kv **out);
+/* tq_cuda_kv_free() -- release everything (NULL is a no-op). */
+TQ_API void tq_cuda_kv_free(tq_cuda_kv *c);
+/* tq_cuda_kv_length() -- tokens currently stored per sequence (the same for every sequence). */
+TQ_API int64_t tq_cuda_kv_length(const tq_cuda_kv *c);
+/* tq_cuda_kv_set_length() -- truncate (or, for benchmarks, extend over what is stored) to n
+ * tokens, 0 <= n <= max_tokens. */
+TQ_API tq_status tq_cuda_kv_set_length(tq_cuda_kv *c, int64_t n);
+
+/* tq_cuda_kv_append() -- encode n_new new tokens of every sequence and append them. k and v have
+ * shape (batch, n_new, n_kv_heads, head_dim) of src_type (f32, f16, bf16), on the device when
+ * on_device != 0, else on the host. Fails with TQ_E_OVERFLOW past max_tokens. */
+TQ_API tq_status tq_cuda_kv_append(tq_cuda_kv *c, tq_dtype src_type, const void *k, const void *v,
+                                   int n_new, int on_device);
+/* tq_cuda_kv_append_rows() -- append already encoded rows (e.g. from tq_kv_encode_k/v on the
+ * CPU), host memory, shape (batch, n_new, n_kv_heads) rows of tq_kv_row_bytes() each. */
+TQ_API tq_status tq_cuda_kv_append_rows(tq_cuda_kv *c, const void *k_rows, const void *v_rows,
+                                        int n_new);
+/* tq_cuda_kv_read_rows() -- copy the encoded rows of tokens [t0, t0+n) back to the host, same
+ * shape as tq_cuda_kv_append_rows(). */
+TQ_API tq_status tq_cuda_kv_read_rows(tq_cuda_kv *c, int64_t t0, int n, void *k_rows, void *v_rows);
+/* tq_cuda_kv_fill_random() -- append n_new tokens of seeded Gaussian K and V (for benchmarks:
+ * generated and encoded on the device, no host traffic). */
+TQ_API tq_status tq_cuda_kv_fill_random(tq_cuda_kv *c, int64_t n_new, uint64_t seed);
+
+/* tq_cuda_kv_attend() -- decode attention. q: (batch, n_q, n_heads, head_dim) fp32, n_heads a
+ * multiple of n_kv_heads (GQA group = n_heads / n_kv_heads; query head h reads kv head
+ * h / group). The n_q queries are the last n_q stored tokens (decode: n_q = 1; speculative
+ * verification: n_q > 1): query i sees tokens [0, length - n_q + i]. out: same shape, fp32.
+ * scale multiplies Q.K (usually 1/sqrt(head_dim)). q/out on the device when on_device != 0. */
+TQ_API tq_status tq_cuda_kv_attend(tq_cuda_kv *c, const float *q, int n_q, int n_heads, float scale,
+                                   float *out, int on_device);
+/* tq_cuda_kv_set_splits() -- force the number of context splits (flash-decoding); 0 = automatic. */
+TQ_API tq_status tq_cuda_kv_set_splits(tq_cuda_kv *c, int n_splits);
+/* tq_cuda_kv_sync() -- wait for the handle's stream. */
+TQ_API tq_status tq_cuda_kv_sync(tq_cuda_kv *c);
+
+/* ---- device memory helpers for tools and tests (no cuda_runtime.h needed) ------------------ */
+/* tq_cuda_malloc()/tq_cuda_free() -- plain device memory; tq_cuda_memcpy() dir: 0 = host to
+ * device, 1 = device to host, 2 = device to device (synchronous). */
+TQ_API tq_status tq_cuda_malloc(void **p, size_t bytes);
+TQ_API void tq_cuda_free(void *p);
+TQ_API tq_status tq_cuda_memcpy(void *dst, const void *src, size_t bytes, int dir);
+
+/* tq_cuda_kv_time_attend() -- run tq_cuda_kv_attend (device q/out) `warmup` times, then time
+ * `reps` calls one by one with CUDA events; times_ms[reps] receives each call's time. */
+TQ_API tq_status tq_cuda_kv_time_attend(tq_cuda_kv *c, const float *q_dev, int n_q, int n_heads,
+                                        float scale, float *out_dev, int warmup, int reps,
+                                        float *times_ms);
+/* tq_cuda_copy_bandwidth() -- device-to-device cudaMemcpy of `bytes`, median of reps, as GB/s
+ * counting bytes read + bytes written (2 * bytes / time) into *gbps, and the read-side rate
+ * (bytes / time, comparable to "bytes an attention call must read") into *read_gbps. */
+TQ_API tq_status tq_cuda_copy_bandwidth(size_t bytes, int reps, double *gbps, double *read_gbps);
+/* tq_cuda_kv_bytes_read() -- bytes one attend call must read for the current length: stored
+ * K and V rows of every (sequence, kv head) plus q and out. */
+TQ_API size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads);
 
 #ifdef __cplusplus
 }

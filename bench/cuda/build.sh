@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# build.sh OUTDIR -- build the CUDA KV test and bench without CMake (the GPU machine's image may
+# lack json-c/pcre2 dev packages): core + kv + cpu/kv_* + cuda sources, gcc for C, nvcc for CUDA.
+# Produces OUTDIR/test_cuda_kv and OUTDIR/kv_bench_cuda. Arch: TQ_CUDA_ARCH (default 90a).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-build/cuda-direct}
+arch=${TQ_CUDA_ARCH:-90a}
+jobs=${JOBS:-$(nproc)}
+mkdir -p "$out/obj"
+cflags="-std=c11 -O2 -g -D_GNU_SOURCE -DTQ_BUILDING -DTQ_HAVE_CUDA -Iinclude -Isrc -ffp-contract=off -fvisibility=hidden -Wall -Wno-unused-parameter"
+nvflags="-std=c++17 -O3 -lineinfo -gencode=arch=compute_${arch},code=sm_${arch} -DTQ_BUILDING -DTQ_HAVE_CUDA -Iinclude -Isrc"
+objs=()
+cmds=()
+for f in src/core/*.c src/kv/*.c src/cpu/kv_*.c src/cuda/*.c; do
+    o="$out/obj/$(echo "$f" | tr / _).o"
+    extra=""
+    case "$f" in
+        *_avx512bf16.c) extra="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16" ;;
+        *_avx512.c) extra="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl" ;;
+        *_avx2.c) extra="-mavx2 -mfma -mf16c" ;;
+    esac
+    cmds+=("gcc $cflags $extra -c $f -o $o")
+    objs+=("$o")
+done
+for f in src/cuda/*.cu; do
+    o="$out/obj/$(echo "$f" | tr / _).o"
+    extra=""
+    case "$f" in *kv_encode.cu) extra="--fmad=false" ;; esac
+    cmds+=("nvcc $nvflags $extra -c $f -o $o")
+    objs+=("$o")
+done
+printf '%s\n' "${cmds[@]}" | xargs -P "$jobs" -I{} sh -c '{}'
+libs="-lcudart_static -lpthread -lm -ldl -lrt -lstdc++"
+cudalib="$(dirname "$(command -v nvcc)")/../lib64"
+[ -d "$cudalib" ] || cudalib="$(dirname "$(command -v nvcc)")/../targets/x86_64-linux/lib"
+gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/test_cuda_kv.c "${objs[@]}" -L"$cudalib" $libs -o "$out/test_cuda_kv"
+gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Itools bench/cuda/kv_bench_main.c tools/cli.c tools/cmd_kv_bench_cuda.c "${objs[@]}" -L"$cudalib" $libs -o "$out/kv_bench_cuda"
+echo "built $out/test_cuda_kv $out/kv_bench_cuda"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# gpu_visit.sh MODE -- one visit to the GPU machine: build, correctness, sanitizer, benchmarks.
+# MODE: smoke (build + quick test + short bench), test (full test + sanitizer), bench (full
+# speed table + SDPA peer), all. Logs and CSVs go to $OUT (default out/gpu).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+mode=${1:-smoke}
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+log="$out/visit.log"
+exec > >(tee -a "$log") 2>&1
+echo "== $(date -u) mode=$mode host=$(hostname)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | head -3
+nvcc --version | tail -1
+t0=$(date +%s)
+JOBS=16 bench/cuda/build.sh build/gpu || { echo "BUILD FAILED"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+B=build/gpu
+case "$mode" in
+smoke)
+    timeout 300 $B/test_cuda_kv --quick; echo "test --quick rc=$?"
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/sanitizer.log" 2>&1
+    echo "memcheck rc=$? (log: sanitizer.log)"; tail -5 "$out/sanitizer.log"
+    timeout 200 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --ctx 4096,32768,131072 --batch 1,8 \
+        --reps 10 --csv "$out/kv_bench_smoke.csv"; echo "bench rc=$?"
+    timeout 120 python3 bench/cuda/sdpa_bench.py --ctx 4096,32768,131072 --batch 1,8 --reps 10 \
+        --csv "$out/sdpa_smoke.csv"; echo "sdpa rc=$?"
+    ;;
+test)
+    timeout 400 $B/test_cuda_kv; echo "test rc=$?"
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/sanitizer.log" 2>&1
+    echo "memcheck rc=$?"; tail -3 "$out/sanitizer.log"
+    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/racecheck.log" 2>&1
+    echo "racecheck rc=$?"; tail -3 "$out/racecheck.log"
+    ;;
+bench)
+    for d in 128 64 256; do
+        ctx=1024,4096,16384,32768,65536,131072
+        timeout 250 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim $d --ctx $ctx --batch 1,8 \
+            --reps 20 --csv "$out/kv_bench_d$d.csv"; echo "bench d=$d rc=$?"
+        timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim $d --ctx $ctx --batch 1,8 --reps 20 \
+            --csv "$out/sdpa_d$d.csv"; echo "sdpa d=$d rc=$?"
+    done
+    ;;
+esac
+echo "== done $(date -u), $(( $(date +%s) - t0 )) s"

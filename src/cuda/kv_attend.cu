@@ -1,0 +1,683 @@
+// kv_attend.cu -- fused decode attention over the packed KV cache (flash-decoding, tensor cores).
+//
+// Grid (split, kv_head * row_block, batch); 4 warps per block; each warp streams its own tiles
+// of TT tokens (K and V rows, exactly the codec's bytes) global -> shared with cp.async (two
+// stages), then per tile:
+//   S[8 rows x TT] = Q[rows x d] . K^T     mma.m16n8k16 f16 -> f32; rows = query heads of the
+//        kv head's group x query tokens (<= 8 per row block; M padded to 16). K integers (turbo
+//        k8/k4, kv8/kv4) are exact in fp16 and Q is split hi + lo, so Q.K has ~fp32 accuracy;
+//        per-(token, group) scale and zero are applied to the group's fp32 partial dot:
+//        s += a * dot + c * sum(Q over the group)   (turbo: a = scale, c = zero*scale;
+//        kv8/kv4: a = scale, c = bias).
+//   online softmax in the exp2 domain (Q pre-scaled by scale*log2 e), then
+//   O^T[d x 8] += V^T[d x 16] . P^T[16 x 8]   V dequantized to fp16 in registers: turbo values
+//        stay in the ROTATED domain (C[idx] * scale); the inverse FWHT runs once per output row
+//        in the reduce kernel (deferred, exact by linearity).
+// The K tile is decoded once for all query rows of the group (they share the B operand).
+// Each block merges its warps and writes one partial (m, l, O) per row; the reduce kernel merges
+// the splits, normalises, un-rotates (turbo) and writes fp32 outputs.
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "cuda/kv_cuda.cuh"
+
+namespace {
+
+constexpr int NW = 4;               // warps per block
+constexpr int STAGE_BYTES = 12288;  // target bytes of one warp stage (K + V rows)
+constexpr float LOG2E = 1.4426950408889634f;
+
+__device__ float d_signs[64 + 128 + 256];
+__device__ float d_fwht_scale[3];
+__device__ float d_cent[4 + 8 + 16 + 32 + 256];
+
+template <int D, int FAM, int KB, int VB>
+struct Tr {
+    static constexpr int K_ROW = FAM == TQC_TURBO ? D * KB / 8 + D / 8 : FAM == TQC_AFF ? D * KB / 8 + D / 16 : 2 * D;
+    static constexpr int V_ROW = FAM == TQC_TURBO ? D * VB / 8 + D / 16 : FAM == TQC_AFF ? D * VB / 8 + D / 16 : 2 * D;
+    static constexpr int TT0 = (STAGE_BYTES / (K_ROW + V_ROW)) & ~15;
+    static constexpr int TT = TT0 < 16 ? 16 : TT0 > 64 ? 64 : TT0; // tokens per warp tile
+    static constexpr int K_TILE = (TT * K_ROW + 15) / 16 * 16 + 16;  // + slack for word over-reads
+    static constexpr int V_TILE = (TT * V_ROW + 15) / 16 * 16 + 16;
+    static constexpr int STAGE = K_TILE + V_TILE;
+    static constexpr int SMEM_PIPE = NW * 2 * STAGE;
+    static constexpr int SMEM_MERGE = NW * 8 * (D + 2) * 4;
+    static constexpr int SMEM = (SMEM_PIPE > SMEM_MERGE ? SMEM_PIPE : SMEM_MERGE) + 256 * 4;
+    static constexpr bool K_AFFINE = FAM == TQC_TURBO || FAM == TQC_AFF;
+    static constexpr int NG = D / 32;  // 32-groups
+    static constexpr int ND = D / 8;   // V dims per thread
+    static_assert(K_ROW % 4 == 0 && V_ROW % 4 == 0, "rows must be 4-byte multiples");
+};
+
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h)
+{
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+__device__ __forceinline__ __half2 bits_h2(uint32_t u)
+{
+    return *reinterpret_cast<__half2 *>(&u);
+}
+__device__ __forceinline__ uint32_t pack_f2(float lo, float hi)
+{
+    return h2_bits(__floats2half2_rn(lo, hi));
+}
+__device__ __forceinline__ float f16f(uint16_t h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+__device__ __forceinline__ uint16_t lds_u16(const uint8_t *p)
+{
+    return *reinterpret_cast<const uint16_t *>(p);
+}
+__device__ __forceinline__ uint32_t lds_u32(const uint8_t *p)
+{
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Bits [bit0, bit0 + NBITS) of a 4-byte aligned byte stream, as little-endian words aligned so
+// that the first wanted bit is bit 0 of out[0].
+template <int NBITS>
+struct Bits {
+    static constexpr int NW_OUT = (NBITS + 31) / 32;
+    uint32_t w[NW_OUT];
+    __device__ __forceinline__ void load(const uint8_t *base, int bit0)
+    {
+        const uint8_t *p = base + ((bit0 >> 5) << 2);
+        const int sh = bit0 & 31;
+        uint32_t raw[NW_OUT + 1];
+#pragma unroll
+        for (int k = 0; k <= NW_OUT; k++)
+            raw[k] = lds_u32(p + 4 * k);
+#pragma unroll
+        for (int k = 0; k < NW_OUT; k++)
+            w[k] = __funnelshift_r(raw[k], raw[k + 1], sh);
+    }
+    template <int B>
+    __device__ __forceinline__ uint32_t get(int i) const // i compile-time after unrolling
+    {
+        const int b = i * B;
+        const int k = b >> 5, s = b & 31;
+        uint32_t v = w[k] >> s;
+        if (s + B > 32 && k + 1 < NW_OUT)
+            v |= w[k + 1] << (32 - s);
+        return v & ((1u << B) - 1u);
+    }
+};
+
+// K slots of one thread for one token and one 32-group: 8 consecutive dims 32*grp + 8*tig + 0..7
+// as 4 half2 registers, slot s = dims (2s, 2s+1). Integer codes are exact in fp16.
+template <int D, int FAM, int KB>
+__device__ __forceinline__ void k_slots(const uint8_t *row, int grp, int tig, uint32_t h[4])
+{
+    if constexpr (FAM == TQC_F16) {
+        const uint4 v = *reinterpret_cast<const uint4 *>(row + 2 * (32 * grp + 8 * tig));
+        h[0] = v.x; h[1] = v.y; h[2] = v.z; h[3] = v.w;
+    } else if constexpr (FAM == TQC_BF16) {
+        const uint4 v = *reinterpret_cast<const uint4 *>(row + 2 * (32 * grp + 8 * tig));
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+            h[s] = pack_f2(__uint_as_float(w[s] << 16), __uint_as_float(w[s] & 0xffff0000u));
+    } else if constexpr (FAM == TQC_TURBO && KB == 8) { // signed int8
+        const uint32_t x0 = lds_u32(row + 32 * grp + 8 * tig) ^ 0x80808080u;
+        const uint32_t x1 = lds_u32(row + 32 * grp + 8 * tig + 4) ^ 0x80808080u;
+        const __half2 off = __half2half2(__ushort_as_half(0x6480)); // 1152
+        h[0] = h2_bits(__hsub2(bits_h2(__byte_perm(x0, 0x64646464u, 0x4140)), off));
+        h[1] = h2_bits(__hsub2(bits_h2(__byte_perm(x0, 0x64646464u, 0x4342)), off));
+        h[2] = h2_bits(__hsub2(bits_h2(__byte_perm(x1, 0x64646464u, 0x4140)), off));
+        h[3] = h2_bits(__hsub2(bits_h2(__byte_perm(x1, 0x64646464u, 0x4342)), off));
+    } else if constexpr (KB == 8) { // unsigned 8 (kv8)
+        uint2 v;
+        v.x = lds_u32(row + 32 * grp + 8 * tig);
+        v.y = lds_u32(row + 32 * grp + 8 * tig + 4);
+        const __half2 off = __half2half2(__ushort_as_half(0x6400)); // 1024
+        h[0] = h2_bits(__hsub2(bits_h2(__byte_perm(v.x, 0x64646464u, 0x4140)), off));
+        h[1] = h2_bits(__hsub2(bits_h2(__byte_perm(v.x, 0x64646464u, 0x4342)), off));
+        h[2] = h2_bits(__hsub2(bits_h2(__byte_perm(v.y, 0x64646464u, 0x4140)), off));
+        h[3] = h2_bits(__hsub2(bits_h2(__byte_perm(v.y, 0x64646464u, 0x4342)), off));
+    } else { // unsigned 2/4/5 bits
+        Bits<8 * KB> bb;
+        bb.load(row, (32 * grp + 8 * tig) * KB);
+        const __half2 off = __half2half2(__ushort_as_half(0x6400));
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            const uint32_t e0 = bb.template get<KB>(2 * s), e1 = bb.template get<KB>(2 * s + 1);
+            h[s] = h2_bits(__hsub2(bits_h2(0x64006400u | e0 | (e1 << 16)), off));
+        }
+    }
+}
+
+// Affine factors of a K row for 32-group grp: value = q * a + c.
+template <int D, int FAM, int KB>
+__device__ __forceinline__ void k_affine(const uint8_t *row, int grp, float &a, float &c)
+{
+    if constexpr (FAM == TQC_TURBO) {
+        const uint8_t *sc = row + D * KB / 8;
+        a = f16f(lds_u16(sc + 2 * grp));
+        c = f16f(lds_u16(sc + 2 * (D / 32) + 2 * grp)) * a;
+    } else {
+        const uint8_t *sc = row + D * KB / 8;
+        a = f16f(lds_u16(sc + 2 * (grp >> 1)));
+        c = f16f(lds_u16(sc + 2 * (D / 64) + 2 * (grp >> 1)));
+    }
+}
+
+// V values of one token for this thread's ND dims [g*ND, g*ND + ND), decoded lazily per pair.
+template <int D, int FAM, int VB>
+struct VRow {
+    static constexpr int ND = D / 8;
+    static constexpr int NBITS = FAM == TQC_F16 || FAM == TQC_BF16 ? 16 * ND : VB * ND;
+    Bits<NBITS> bits;
+    float s, m; // turbo: scale; affine: scale, bias
+    bool ok;
+    __device__ __forceinline__ void load(const uint8_t *row, int g, bool valid)
+    {
+        ok = valid;
+        if constexpr (FAM == TQC_F16 || FAM == TQC_BF16) {
+#pragma unroll
+            for (int k = 0; k < NBITS / 32; k++)
+                bits.w[k] = lds_u32(row + 2 * g * ND + 4 * k);
+            s = 1.0f;
+            m = 0.0f;
+        } else {
+            bits.load(row, g * ND * VB);
+            const uint8_t *sc = row + D * VB / 8;
+            if constexpr (FAM == TQC_TURBO) {
+                s = f16f(lds_u16(sc + 2 * ((g * ND) / 32)));
+                m = 0.0f;
+            } else {
+                s = f16f(lds_u16(sc + 2 * ((g * ND) / 64)));
+                m = f16f(lds_u16(sc + 2 * (D / 64) + 2 * ((g * ND) / 64)));
+            }
+        }
+    }
+    // fp32 value of local dim i.
+    __device__ __forceinline__ float val(int i, const float *lut) const
+    {
+        if constexpr (FAM == TQC_F16) {
+            const uint32_t w = bits.w[i >> 1];
+            return f16f((uint16_t)((i & 1) ? (w >> 16) : (w & 0xffffu)));
+        } else if constexpr (FAM == TQC_BF16) {
+            const uint32_t w = bits.w[i >> 1];
+            return __uint_as_float((i & 1) ? (w & 0xffff0000u) : (w << 16));
+        } else if constexpr (FAM == TQC_TURBO) {
+            return lut[bits.template get<VB>(i)] * s;
+        } else {
+            return (float)bits.template get<VB>(i) * s + m;
+        }
+    }
+};
+
+template <int D, int FAM, int KB, int VB>
+__global__ void __launch_bounds__(NW * 32) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
+{
+    using T = Tr<D, FAM, KB, VB>;
+    constexpr int TT = T::TT, NG = T::NG, ND = T::ND, NT = TT / 8;
+    extern __shared__ __align__(16) uint8_t smem[];
+    float *lut = reinterpret_cast<float *>(smem + (T::SMEM - 256 * 4));
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, tig = lane & 3;
+    const int split = blockIdx.x, h = blockIdx.y / n_rb, rb = blockIdx.y % n_rb, b = blockIdx.z;
+    const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
+
+    if constexpr (FAM == TQC_TURBO) {
+        for (int i = threadIdx.x; i < (1 << VB); i += blockDim.x)
+            lut[i] = d_cent[(VB == 2 ? 0 : VB == 3 ? 4 : VB == 4 ? 12 : VB == 5 ? 28 : 60) + i];
+        __syncthreads();
+    }
+
+    // ---- this thread's query row (row g of the row block) as hi/lo fp16 slots + group sums
+    const int r = rb * 8 + g;
+    const bool row_ok = r < R;
+    const int qi = row_ok ? r / G : 0;
+    const int head = h * G + (row_ok ? r % G : 0);
+    const int64_t lim = row_ok ? a.len - a.n_q + qi + 1 : 0; // tokens [0, lim) visible
+    uint32_t qh[NG][4], ql[NG][4];
+    float qsum[NG];
+    {
+        const float *qp = a.q + (((int64_t)b * a.n_q + qi) * a.n_heads + head) * D;
+        const float qs = a.scale * LOG2E;
+#pragma unroll
+        for (int grp = 0; grp < NG; grp++) {
+            float x[8];
+            if (row_ok) {
+                const float4 v0 = *reinterpret_cast<const float4 *>(qp + 32 * grp + 8 * tig);
+                const float4 v1 = *reinterpret_cast<const float4 *>(qp + 32 * grp + 8 * tig + 4);
+                x[0] = v0.x; x[1] = v0.y; x[2] = v0.z; x[3] = v0.w;
+                x[4] = v1.x; x[5] = v1.y; x[6] = v1.z; x[7] = v1.w;
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    x[k] = 0.0f;
+            }
+            float sum = 0.0f;
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const float x0 = x[2 * s] * qs, x1 = x[2 * s + 1] * qs;
+                const __half2 hi = __floats2half2_rn(x0, x1);
+                const float2 hf = __half22float2(hi);
+                qh[grp][s] = h2_bits(hi);
+                ql[grp][s] = pack_f2(x0 - hf.x, x1 - hf.y);
+                sum += x0 + x1;
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            qsum[grp] = sum;
+        }
+    }
+
+    // ---- token range of this block and this warp's tiles
+    int64_t nmax = a.len; // max visible over rows = len (last query sees everything)
+    const int64_t t_begin = (int64_t)split * chunk;
+    const int64_t t_end = t_begin + chunk < nmax ? t_begin + chunk : nmax;
+    const int n_tiles = t_begin < t_end ? (int)((t_end - t_begin + TT - 1) / TT) : 0;
+    const int64_t head_row0 = ((int64_t)b * a.n_kv_heads + h) * a.cap;
+    const uint8_t *kg = a.k + head_row0 * T::K_ROW;
+    const uint8_t *vg = a.v + head_row0 * T::V_ROW;
+    uint8_t *stage[2] = {smem + (warp * 2 + 0) * T::STAGE, smem + (warp * 2 + 1) * T::STAGE};
+
+    auto issue = [&](int it, int buf) {
+        const int tile = warp + it * NW;
+        if (tile < n_tiles) {
+            const int64_t t0 = t_begin + (int64_t)tile * TT;
+            const int n = (int)(t_end - t0 < TT ? t_end - t0 : TT);
+            const int kbytes = (n * T::K_ROW + 15) & ~15, vbytes = (n * T::V_ROW + 15) & ~15;
+            const uint8_t *ks = kg + t0 * T::K_ROW, *vs = vg + t0 * T::V_ROW;
+            for (int o = lane * 16; o < kbytes; o += 32 * 16)
+                cp_async16(stage[buf] + o, ks + o);
+            for (int o = lane * 16; o < vbytes; o += 32 * 16)
+                cp_async16(stage[buf] + T::K_TILE + o, vs + o);
+        }
+        cp_commit();
+    };
+
+    float m_run = -INFINITY, l_run = 0.0f;
+    float o_acc[D / 16][4];
+#pragma unroll
+    for (int i = 0; i < D / 16; i++)
+        o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
+
+    const int my_tiles = n_tiles > warp ? (n_tiles - warp + NW - 1) / NW : 0;
+    issue(0, 0);
+    issue(1, 1);
+    for (int it = 0; it < my_tiles; it++) {
+        const int buf = it & 1;
+        cp_wait<1>();
+        __syncwarp();
+        const uint8_t *ks = stage[buf], *vs = stage[buf] + T::K_TILE;
+        const int64_t t0 = t_begin + (int64_t)(warp + it * NW) * TT;
+        const int nvalid = (int)(t_end - t0 < TT ? t_end - t0 : TT);
+
+        // S = Q K^T for the tile: n-tile j covers tokens 8j..8j+7; this thread's B token is 8j+g,
+        // its C tokens 8j+2tig+{0,1}.
+        float sc[NT][2];
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const uint8_t *rowB = ks + (8 * j + g) * T::K_ROW;
+            if constexpr (T::K_AFFINE) {
+                const uint8_t *rowC0 = ks + (8 * j + 2 * tig) * T::K_ROW;
+                const uint8_t *rowC1 = rowC0 + T::K_ROW;
+#pragma unroll
+                for (int grp = 0; grp < NG; grp++) {
+                    uint32_t kh[4];
+                    k_slots<D, FAM, KB>(rowB, grp, tig, kh);
+                    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    const uint32_t a0[4] = {qh[grp][0], 0u, qh[grp][1], 0u};
+                    const uint32_t a1[4] = {ql[grp][0], 0u, ql[grp][1], 0u};
+                    const uint32_t a2[4] = {qh[grp][2], 0u, qh[grp][3], 0u};
+                    const uint32_t a3[4] = {ql[grp][2], 0u, ql[grp][3], 0u};
+                    mma16816(cg, a0, kh[0], kh[1]);
+                    mma16816(cg, a1, kh[0], kh[1]);
+                    mma16816(cg, a2, kh[2], kh[3]);
+                    mma16816(cg, a3, kh[2], kh[3]);
+                    float sa0, sc0, sa1, sc1;
+                    k_affine<D, FAM, KB>(rowC0, grp, sa0, sc0);
+                    k_affine<D, FAM, KB>(rowC1, grp, sa1, sc1);
+                    acc[0] += sa0 * cg[0] + sc0 * qsum[grp];
+                    acc[1] += sa1 * cg[1] + sc1 * qsum[grp];
+                }
+            } else {
+#pragma unroll
+                for (int grp = 0; grp < NG; grp++) {
+                    uint32_t kh[4];
+                    k_slots<D, FAM, KB>(rowB, grp, tig, kh);
+                    const uint32_t a0[4] = {qh[grp][0], 0u, qh[grp][1], 0u};
+                    const uint32_t a1[4] = {ql[grp][0], 0u, ql[grp][1], 0u};
+                    const uint32_t a2[4] = {qh[grp][2], 0u, qh[grp][3], 0u};
+                    const uint32_t a3[4] = {ql[grp][2], 0u, ql[grp][3], 0u};
+                    mma16816(acc, a0, kh[0], kh[1]);
+                    mma16816(acc, a1, kh[0], kh[1]);
+                    mma16816(acc, a2, kh[2], kh[3]);
+                    mma16816(acc, a3, kh[2], kh[3]);
+                }
+            }
+            const int64_t tc = t0 + 8 * j + 2 * tig;
+            const bool v0 = 8 * j + 2 * tig < nvalid && tc < lim;
+            const bool v1 = 8 * j + 2 * tig + 1 < nvalid && tc + 1 < lim;
+            sc[j][0] = v0 ? acc[0] : -INFINITY;
+            sc[j][1] = v1 ? acc[1] : -INFINITY;
+        }
+        // online softmax (row g; the 4 lanes of a row hold disjoint tokens)
+        float mt = m_run;
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+            mt = fmaxf(mt, fmaxf(sc[j][0], sc[j][1]));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+        const float mref = mt == -INFINITY ? 0.0f : mt;
+        const float alpha = exp2f(m_run - mref); // m_run = -inf -> 0
+        m_run = mt;
+        float psum = 0.0f;
+        uint32_t pb[NT]; // P^T B-operand halves: (tokens 8j+2tig, +1) of row g
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const float p0 = exp2f(sc[j][0] - mref), p1 = exp2f(sc[j][1] - mref);
+            psum += p0 + p1;
+            pb[j] = pack_f2(p0, p1);
+        }
+        l_run = l_run * alpha + psum;
+        // O^T columns are rows 2tig, 2tig+1: fetch their alpha from lanes 4*(2tig), 4*(2tig+1)
+        const float al0 = __shfl_sync(0xffffffffu, alpha, 8 * tig);
+        const float al1 = __shfl_sync(0xffffffffu, alpha, 8 * tig + 4);
+#pragma unroll
+        for (int i = 0; i < D / 16; i++) {
+            o_acc[i][0] *= al0;
+            o_acc[i][1] *= al1;
+            o_acc[i][2] *= al0;
+            o_acc[i][3] *= al1;
+        }
+        // O^T += V^T P^T per 16-token k-step: this thread's A tokens 2tig, 2tig+1, 2tig+8, 2tig+9
+#pragma unroll
+        for (int kk = 0; kk < NT / 2; kk++) {
+            VRow<D, FAM, VB> vr[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int tl = 16 * kk + 2 * tig + (u & 1) + 8 * (u >> 1);
+                vr[u].load(vs + tl * T::V_ROW, g, tl < nvalid);
+            }
+#pragma unroll
+            for (int mt2 = 0; mt2 < D / 16; mt2++) {
+                float v[4][2];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    v[u][0] = vr[u].ok ? vr[u].val(2 * mt2, lut) : 0.0f;
+                    v[u][1] = vr[u].ok ? vr[u].val(2 * mt2 + 1, lut) : 0.0f;
+                }
+                const uint32_t av[4] = {pack_f2(v[0][0], v[1][0]), pack_f2(v[0][1], v[1][1]),
+                                        pack_f2(v[2][0], v[3][0]), pack_f2(v[2][1], v[3][1])};
+                mma16816(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+            }
+        }
+        __syncwarp();
+        issue(it + 2, buf);
+    }
+    cp_wait<0>();
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+    __syncthreads();
+
+    // ---- merge the warps: smem [warp][8 rows][D] + m, l
+    float *mo = reinterpret_cast<float *>(smem);
+    float *mml = mo + NW * 8 * D;
+#pragma unroll
+    for (int mt2 = 0; mt2 < D / 16; mt2++) {
+        const int d0 = g * ND + 2 * mt2;
+        float *w0 = mo + (warp * 8 + 2 * tig) * D, *w1 = w0 + D;
+        w0[d0] = o_acc[mt2][0];
+        w1[d0] = o_acc[mt2][1];
+        w0[d0 + 1] = o_acc[mt2][2];
+        w1[d0 + 1] = o_acc[mt2][3];
+    }
+    if (tig == 0) {
+        mml[(warp * 8 + g) * 2] = m_run;
+        mml[(warp * 8 + g) * 2 + 1] = l_run;
+    }
+    __syncthreads();
+    const int n_rows = R - rb * 8 < 8 ? R - rb * 8 : 8;
+    const int64_t pidx = (((int64_t)b * a.n_kv_heads + h) * n_rb + rb) * gridDim.x + split;
+    float *po = a.work + pidx * 8 * (D + 2);
+    for (int i = threadIdx.x; i < n_rows * D; i += blockDim.x) {
+        const int rr = i / D, dd = i % D;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            M = fmaxf(M, mml[(w * 8 + rr) * 2]);
+        float o = 0.0f, L = 0.0f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < NW; w++) {
+                const float e = exp2f(mml[(w * 8 + rr) * 2] - M);
+                o += e * mo[(w * 8 + rr) * D + dd];
+                L += e * mml[(w * 8 + rr) * 2 + 1];
+            }
+        }
+        po[rr * (D + 2) + dd] = o;
+        if (dd == 0) {
+            po[rr * (D + 2) + D] = M;
+            po[rr * (D + 2) + D + 1] = L;
+        }
+    }
+}
+
+// Merge the splits of one (batch, kv head, row block); un-rotate (turbo); write outputs.
+template <int D, bool UNROT>
+__global__ void __launch_bounds__(D) reduce_kernel(tqc_attend_args a, int n_rb, int n_splits)
+{
+    __shared__ float x[D];
+    const int dd = threadIdx.x;
+    const int bhr = blockIdx.x;
+    const int rb = bhr % n_rb, h = (bhr / n_rb) % a.n_kv_heads, b = bhr / (n_rb * a.n_kv_heads);
+    const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
+    const int n_rows = R - rb * 8 < 8 ? R - rb * 8 : 8;
+    const float *base = a.work + (int64_t)bhr * n_splits * 8 * (D + 2);
+    const float *sg = D == 64 ? d_signs : D == 128 ? d_signs + 64 : d_signs + 192;
+    const float sd = D == 64 ? d_fwht_scale[0] : D == 128 ? d_fwht_scale[1] : d_fwht_scale[2];
+    for (int rr = 0; rr < n_rows; rr++) {
+        float M = -INFINITY;
+        for (int s = 0; s < n_splits; s++)
+            M = fmaxf(M, base[(int64_t)s * 8 * (D + 2) + rr * (D + 2) + D]);
+        float o = 0.0f, L = 0.0f;
+        if (M != -INFINITY)
+            for (int s = 0; s < n_splits; s++) {
+                const float *p = base + (int64_t)s * 8 * (D + 2) + rr * (D + 2);
+                const float e = exp2f(p[D] - M);
+                o += e * p[dd];
+                L += e * p[D + 1];
+            }
+        o = L > 0.0f ? o / L : 0.0f;
+        if (UNROT) {
+            x[dd] = o;
+            __syncthreads();
+            for (int hh = 1; hh < D; hh <<= 1) {
+                float nv;
+                if ((dd & hh) == 0)
+                    nv = x[dd] + x[dd + hh];
+                else
+                    nv = x[dd - hh] - x[dd];
+                __syncthreads();
+                x[dd] = nv;
+                __syncthreads();
+            }
+            o = (x[dd] * sd) * sg[dd];
+            __syncthreads();
+        }
+        const int r = rb * 8 + rr;
+        const int qi = r / G, head = h * G + r % G;
+        a.out[(((int64_t)b * a.n_q + qi) * a.n_heads + head) * D + dd] = o;
+    }
+}
+
+bool g_tables_ready = false;
+
+tq_status init_tables(void)
+{
+    if (g_tables_ready)
+        return TQ_OK;
+    float signs[64 + 128 + 256], fs[3], cent[4 + 8 + 16 + 32 + 256];
+    int o = 0;
+    for (int d = 64; d <= 256; d *= 2) {
+        const float *s = tq_kv_signs(d);
+        for (int j = 0; j < d; j++)
+            signs[o++] = s[j];
+    }
+    for (int i = 0; i < 3; i++)
+        fs[i] = tq_kv_fwht_scale(64 << i);
+    o = 0;
+    const int bl[5] = {2, 3, 4, 5, 8};
+    for (int i = 0; i < 5; i++) {
+        const float *c = tq_kv_centroids(bl[i]);
+        for (int j = 0; j < (1 << bl[i]); j++)
+            cent[o++] = c[j];
+    }
+    TQC_CUDA(cudaMemcpyToSymbol(d_signs, signs, sizeof(signs)));
+    TQC_CUDA(cudaMemcpyToSymbol(d_fwht_scale, fs, sizeof(fs)));
+    TQC_CUDA(cudaMemcpyToSymbol(d_cent, cent, sizeof(cent)));
+    g_tables_ready = true;
+    return TQ_OK;
+}
+
+int n_rb_of(int R)
+{
+    return (R + 7) / 8;
+}
+
+template <int D, int FAM, int KB, int VB>
+tq_status launch(const tqc_attend_args *a)
+{
+    using T = Tr<D, FAM, KB, VB>;
+    static bool attr_done = false;
+    auto kern = attend_kernel<D, FAM, KB, VB>;
+    if (!attr_done) {
+        TQC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, T::SMEM));
+        attr_done = true;
+    }
+    const int R = a->n_heads / a->n_kv_heads * a->n_q;
+    const int n_rb = n_rb_of(R);
+    const int64_t per = (a->len + a->n_splits - 1) / a->n_splits;
+    const int chunk = (int)((per + T::TT - 1) / T::TT * T::TT);
+    dim3 grid((unsigned)a->n_splits, (unsigned)(a->n_kv_heads * n_rb), (unsigned)a->batch);
+    kern<<<grid, NW * 32, T::SMEM, a->stream>>>(*a, n_rb, chunk);
+    TQC_CUDA(cudaGetLastError());
+    const unsigned nb = (unsigned)(a->batch * a->n_kv_heads * n_rb);
+    reduce_kernel<D, FAM == TQC_TURBO><<<nb, D, 0, a->stream>>>(*a, n_rb, a->n_splits);
+    TQC_CUDA(cudaGetLastError());
+    return TQ_OK;
+}
+
+typedef tq_status (*launch_fn)(const tqc_attend_args *);
+struct entry {
+    int fam, kb, vb;
+    launch_fn f[3]; // d = 64, 128, 256
+    int tt[3];
+};
+
+#define TQC_E(FAM, KB, VB)                                                                        \
+    {FAM, KB, VB, {launch<64, FAM, KB, VB>, launch<128, FAM, KB, VB>, launch<256, FAM, KB, VB>},   \
+     {Tr<64, FAM, KB, VB>::TT, Tr<128, FAM, KB, VB>::TT, Tr<256, FAM, KB, VB>::TT}}
+
+const entry g_table[] = {
+    TQC_E(TQC_F16, 16, 16),  TQC_E(TQC_BF16, 16, 16), TQC_E(TQC_AFF, 8, 8),
+    TQC_E(TQC_AFF, 4, 4),    TQC_E(TQC_TURBO, 8, 3),  TQC_E(TQC_TURBO, 4, 3),
+    TQC_E(TQC_TURBO, 8, 4),  TQC_E(TQC_TURBO, 8, 2),  TQC_E(TQC_TURBO, 4, 2),
+    TQC_E(TQC_TURBO, 4, 4),
+};
+
+const entry *find(const tqc_geom *g)
+{
+    for (const entry &e : g_table)
+        if (e.fam == g->fam && e.kb == g->kb && e.vb == g->vb)
+            return &e;
+    return nullptr;
+}
+
+int dslot(int d)
+{
+    return d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
+}
+
+} // namespace
+
+tq_status tqc_geom_of(tq_kv_scheme s, int d, tqc_geom *g)
+{
+    tqc_geom x = {};
+    x.d = d;
+    switch (s.kind) {
+    case TQ_KV_F16: x.fam = TQC_F16; x.kb = x.vb = 16; break;
+    case TQ_KV_BF16: x.fam = TQC_BF16; x.kb = x.vb = 16; break;
+    case TQ_KV_KV8: x.fam = TQC_AFF; x.kb = x.vb = 8; break;
+    case TQ_KV_KV4: x.fam = TQC_AFF; x.kb = x.vb = 4; break;
+    case TQ_KV_TURBO: x.fam = TQC_TURBO; x.kb = s.k_bits; x.vb = s.v_bits; break;
+    default: x.fam = 0; break;
+    }
+    if (!x.fam || !find(&x) || dslot(d) < 0)
+        return TQC_FAIL(TQ_E_UNSUPPORTED,
+                        "CUDA KV cache: scheme (kind %d, k%d v%d) with head_dim %d is not supported "
+                        "on the GPU (valid: f16, bf16, kv8, kv4, turbo:k8v3, k4v3, k8v4, k8v2, k4v2, "
+                        "k4v4; head_dim 64, 128, 256)",
+                        (int)s.kind, s.k_bits, s.v_bits, d);
+    x.k_row = tq_kv_row_bytes1(s, 0, d);
+    x.v_row = tq_kv_row_bytes1(s, 1, d);
+    *g = x;
+    return TQ_OK;
+}
+
+void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, int n_q, int64_t len,
+                     int n_splits_req, int *n_splits, size_t *work_floats)
+{
+    const entry *e = find(g);
+    const int tt = e ? e->tt[dslot(g->d) < 0 ? 0 : dslot(g->d)] : 16;
+    const int R = n_heads / n_kv_heads * n_q;
+    const int n_rb = n_rb_of(R);
+    const int64_t units = (int64_t)batch * n_kv_heads * n_rb;
+    int64_t ns = n_splits_req;
+    if (ns <= 0) {
+        // ~4 blocks per SM of a 132-SM part; at least NW tiles per block.
+        ns = (528 + units - 1) / units;
+        const int64_t max_ns = (len + (int64_t)tt * NW - 1) / ((int64_t)tt * NW);
+        if (ns > max_ns)
+            ns = max_ns;
+    }
+    if (ns < 1)
+        ns = 1;
+    if (ns > 65535)
+        ns = 65535;
+    *n_splits = (int)ns;
+    *work_floats = (size_t)units * (size_t)ns * 8 * (size_t)(g->d + 2);
+}
+
+tq_status tqc_attend_launch(const tqc_attend_args *a)
+{
+    tq_status st = init_tables();
+    if (st != TQ_OK)
+        return st;
+    const entry *e = find(&a->g);
+    const int ds = dslot(a->g.d);
+    if (!e || ds < 0)
+        return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA attend: scheme/head_dim not supported");
+    return e->f[ds](a);
+}
