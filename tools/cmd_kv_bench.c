@@ -117,6 +117,9 @@ static void memcpy_task(void *ctx, int ith, int nth)
 int cmd_kv_bench(int argc, char **argv)
 {
     const char *cmd = "kv-bench";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cuda"))
+            return cmd_kv_bench_cuda(argc, argv);
     if (cli_is_help(argc, argv)) {
         usage(stdout);
         return 0;
