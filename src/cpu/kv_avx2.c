@@ -374,6 +374,44 @@ static void dec_f16(const uint8_t *src, int64_t n, float *out)
         out[i] = tq_f16_to_f32(tq_rd16(src + 2 * i));
 }
 
+/* ---- bf16 rows: RNE by integer add (tq_f32_to_bf16), NaN -> quiet, same bits ---------------- */
+
+static inline __m256i bf16_bits(__m256 x)
+{
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i hi = _mm256_srli_epi32(u, 16);
+    const __m256i rne = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                             _mm256_and_si256(hi, _mm256_set1_epi32(1)))),
+        16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(rne, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+}
+
+static void enc_bf16(const float *x, int64_t n, uint8_t *dst)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i a = bf16_bits(_mm256_loadu_ps(x + i)), b = bf16_bits(_mm256_loadu_ps(x + i + 8));
+        const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_si256((__m256i *)(dst + 2 * i), p);
+    }
+    for (; i < n; i++)
+        tq_wr16(dst + 2 * i, tq_f32_to_bf16(x[i]));
+}
+
+static void dec_bf16(const uint8_t *src, int64_t n, float *out)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * i)));
+        _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++)
+        out[i] = tq_bf16_to_f32(tq_rd16(src + 2 * i));
+}
+
 const tq_kv_kernels tq_kv_kernels_avx2 = {
     .isa = TQ_ISA_AVX2,
     .enc_k = enc_k,
@@ -384,4 +422,6 @@ const tq_kv_kernels tq_kv_kernels_avx2 = {
     .dec_affine = dec_affine,
     .enc_f16 = enc_f16,
     .dec_f16 = dec_f16,
+    .enc_bf16 = enc_bf16,
+    .dec_bf16 = dec_bf16,
 };

@@ -375,6 +375,38 @@ static void dec_f16(const uint8_t *src, int64_t n, float *out)
         out[i] = tq_f16_to_f32(tq_rd16(src + 2 * i));
 }
 
+/* ---- bf16 rows: RNE by integer add (tq_f32_to_bf16), NaN -> quiet, same bits ---------------- */
+
+static void enc_bf16(const float *x, int64_t n, uint8_t *dst)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(x + i));
+        const __m512i hi = _mm512_srli_epi32(u, 16);
+        __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                                 _mm512_and_si512(hi, _mm512_set1_epi32(1)))),
+            16);
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+            _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+        _mm256_storeu_si256((__m256i *)(dst + 2 * i), _mm512_cvtepi32_epi16(r));
+    }
+    for (; i < n; i++)
+        tq_wr16(dst + 2 * i, tq_f32_to_bf16(x[i]));
+}
+
+static void dec_bf16(const uint8_t *src, int64_t n, float *out)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + 2 * i)));
+        _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++)
+        out[i] = tq_bf16_to_f32(tq_rd16(src + 2 * i));
+}
+
 const tq_kv_kernels tq_kv_kernels_avx512 = {
     .isa = TQ_ISA_AVX512,
     .enc_k = enc_k,
@@ -385,4 +417,6 @@ const tq_kv_kernels tq_kv_kernels_avx512 = {
     .dec_affine = dec_affine,
     .enc_f16 = enc_f16,
     .dec_f16 = dec_f16,
+    .enc_bf16 = enc_bf16,
+    .dec_bf16 = dec_bf16,
 };

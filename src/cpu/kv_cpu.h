@@ -22,6 +22,9 @@ typedef struct tq_kv_kernels {
     /* plain f16 rows (n elements) */
     void (*enc_f16)(const float *x, int64_t n, uint8_t *dst);
     void (*dec_f16)(const uint8_t *src, int64_t n, float *out);
+    /* plain bf16 rows (n elements) */
+    void (*enc_bf16)(const float *x, int64_t n, uint8_t *dst);
+    void (*dec_bf16)(const uint8_t *src, int64_t n, float *out);
 } tq_kv_kernels;
 
 extern const tq_kv_kernels tq_kv_kernels_scalar;

@@ -51,6 +51,17 @@ static void dec_f16(const uint8_t *src, int64_t n, float *out)
         out[i] = tq_f16_to_f32(tq_rd16(src + 2 * i));
 }
 
+static void enc_bf16(const float *x, int64_t n, uint8_t *dst)
+{
+    for (int64_t i = 0; i < n; i++)
+        tq_wr16(dst + 2 * i, tq_f32_to_bf16(x[i]));
+}
+static void dec_bf16(const uint8_t *src, int64_t n, float *out)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = tq_bf16_to_f32(tq_rd16(src + 2 * i));
+}
+
 const tq_kv_kernels tq_kv_kernels_scalar = {
     .isa = TQ_ISA_SCALAR,
     .enc_k = enc_k,
@@ -61,4 +72,6 @@ const tq_kv_kernels tq_kv_kernels_scalar = {
     .dec_affine = dec_affine,
     .enc_f16 = enc_f16,
     .dec_f16 = dec_f16,
+    .enc_bf16 = enc_bf16,
+    .dec_bf16 = dec_bf16,
 };

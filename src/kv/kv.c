@@ -10,7 +10,8 @@
 
 static const char schemes_help[] =
     "f32, f16, bf16, kv8, kv4, turbo (= turbo:k8v3), turbo:k<K>v<V> with K in {2,4,5,8} "
-    "(8 = signed int8) and V in {2,3,4,5,8}";
+    "(8 = signed int8) and V in {2,3,4,5,8}, each turbo optionally + \"+rk\" (rotated keys) "
+    "and/or \"+e8\" (first/last layer k8v8)";
 
 const char *tq_kv_schemes_help(void)
 {
@@ -49,6 +50,28 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
             *out = s;
             return TQ_OK;
         }
+    /* turbo variants: a "+rk" / "+e8" suffix sets TQ_KV_FLAG_ROTK / TQ_KV_FLAG_EDGE8 */
+    char base[32];
+    const char *plus = strchr(str, '+');
+    const size_t blen = plus ? (size_t)(plus - str) : strlen(str);
+    if (blen < sizeof(base) && !strncmp(str, "turbo", 5)) {
+        memcpy(base, str, blen);
+        base[blen] = '\0';
+        for (const char *q = plus; q && *q;) {
+            if (!strncmp(q, "+rk", 3) && !(s.flags & TQ_KV_FLAG_ROTK))
+                s.flags |= TQ_KV_FLAG_ROTK;
+            else if (!strncmp(q, "+e8", 3) && !(s.flags & TQ_KV_FLAG_EDGE8))
+                s.flags |= TQ_KV_FLAG_EDGE8;
+            else
+                return TQ_FAIL(TQ_E_ARG, "kv scheme '%s' is not valid; valid: %s", str,
+                               schemes_help);
+            q += 3;
+            if (*q && *q != '+')
+                return TQ_FAIL(TQ_E_ARG, "kv scheme '%s' is not valid; valid: %s", str,
+                               schemes_help);
+        }
+        str = base;
+    }
     if (!strcmp(str, "turbo")) {
         s.kind = TQ_KV_TURBO;
         s.k_bits = 8;
@@ -79,7 +102,8 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
 
 static int scheme_valid(tq_kv_scheme s)
 {
-    if (s.flags != 0 || (unsigned)s.kind >= TQ_KV_KIND_COUNT)
+    if ((unsigned)s.kind >= TQ_KV_KIND_COUNT || (s.flags & ~TQ_KV_FLAGS_ALL) ||
+        (s.flags && s.kind != TQ_KV_TURBO))
         return 0;
     if (s.kind == TQ_KV_TURBO)
         return tq_kv_key_bits_ok(s.k_bits) && tq_kv_value_bits_ok(s.v_bits);
@@ -95,7 +119,8 @@ const char *tq_kv_scheme_name(tq_kv_scheme s, char *buf, size_t cap)
     if (!scheme_valid(s))
         snprintf(buf, cap, "invalid");
     else if (s.kind == TQ_KV_TURBO)
-        snprintf(buf, cap, "turbo:k%dv%d", s.k_bits, s.v_bits);
+        snprintf(buf, cap, "turbo:k%dv%d%s%s", s.k_bits, s.v_bits,
+                 (s.flags & TQ_KV_FLAG_ROTK) ? "+rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "+e8" : "");
     else
         snprintf(buf, cap, "%s", kind_names[s.kind]);
     return buf;
@@ -108,7 +133,8 @@ const char *tq_kv_scheme_key(tq_kv_scheme s, char *buf, size_t cap)
     if (!scheme_valid(s))
         snprintf(buf, cap, "invalid");
     else if (s.kind == TQ_KV_TURBO)
-        snprintf(buf, cap, "turbo-k%dv%d", s.k_bits, s.v_bits);
+        snprintf(buf, cap, "turbo-k%dv%d%s%s", s.k_bits, s.v_bits,
+                 (s.flags & TQ_KV_FLAG_ROTK) ? "-rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "-e8" : "");
     else
         snprintf(buf, cap, "%s", kind_names[s.kind]);
     return buf;
@@ -170,10 +196,7 @@ static void enc_rows(const kv_job *j, const float *x, int64_t n, uint8_t *dst)
     switch (j->s.kind) {
     case TQ_KV_F32: memcpy(dst, x, (size_t)n * (size_t)d * 4); break;
     case TQ_KV_F16: (kk->enc_f16 ? kk->enc_f16 : sk->enc_f16)(x, n * d, dst); break;
-    case TQ_KV_BF16:
-        for (int64_t i = 0; i < n * d; i++)
-            tq_wr16(dst + 2 * i, tq_f32_to_bf16(x[i]));
-        break;
+    case TQ_KV_BF16: (kk->enc_bf16 ? kk->enc_bf16 : sk->enc_bf16)(x, n * d, dst); break;
     case TQ_KV_KV8:
     case TQ_KV_KV4:
         (kk->enc_affine ? kk->enc_affine : sk->enc_affine)(x, n, d, j->s.kind == TQ_KV_KV8 ? 8 : 4,
@@ -232,10 +255,7 @@ static void dec_task(void *ctx, int ith, int nth)
     switch (j->s.kind) {
     case TQ_KV_F32: memcpy(out, src, (size_t)n * (size_t)d * 4); break;
     case TQ_KV_F16: (kk->dec_f16 ? kk->dec_f16 : sk->dec_f16)(src, n * d, out); break;
-    case TQ_KV_BF16:
-        for (int64_t i = 0; i < n * d; i++)
-            out[i] = tq_bf16_to_f32(tq_rd16(src + 2 * i));
-        break;
+    case TQ_KV_BF16: (kk->dec_bf16 ? kk->dec_bf16 : sk->dec_bf16)(src, n * d, out); break;
     case TQ_KV_KV8:
     case TQ_KV_KV4:
         (kk->dec_affine ? kk->dec_affine : sk->dec_affine)(src, n, d,
@@ -270,6 +290,9 @@ tq_status tq_kv_encode_isa(tq_kv_scheme s, int is_v, int head_dim, tq_dtype src_
     tq_status st = tq_kv_check(s, head_dim);
     if (st != TQ_OK)
         return st;
+    if (s.flags)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: +rk/+e8 are cache-level variants; the row codec "
+                                         "encodes the base scheme (flags 0)", what);
     if (src_type != TQ_DTYPE_F32 && src_type != TQ_DTYPE_F16 && src_type != TQ_DTYPE_BF16)
         return TQ_FAIL(TQ_E_ARG, "%s: src_type %d is not valid (valid: f32, f16, bf16)", what,
                        (int)src_type);
@@ -306,6 +329,9 @@ tq_status tq_kv_decode_isa(tq_kv_scheme s, int is_v, int head_dim, const void *s
     tq_status st = tq_kv_check(s, head_dim);
     if (st != TQ_OK)
         return st;
+    if (s.flags)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: +rk/+e8 are cache-level variants; the row codec "
+                                         "decodes the base scheme (flags 0)", what);
     if (n_rows < 0)
         return TQ_FAIL(TQ_E_ARG, "%s: n_rows %lld is negative", what, (long long)n_rows);
     if (n_rows == 0)
