@@ -26,16 +26,21 @@ static inline float hsum8(__m256 v)
 #define SC_F16(p) tq_f16_to_f32(*(const uint16_t *)(p))
 #define SC_BF16(p) tq_bits_f32((uint32_t)(*(const uint16_t *)(p)) << 16)
 
+#define RB 32 /* rows per cache block in the multi-token kernel */
+
 #define DEFINE_MM(NAME, T, LD, SC)                                                               \
     static void NAME(const void *w, int64_t k, const float *x, const uint16_t *xb, int64_t ldx,  \
                      int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)                   \
     {                                                                                            \
         const T *W = w;                                                                          \
         const int64_t k8 = k & ~(int64_t)7;                                                      \
-        int64_t t = 0;                                                                           \
-        for (; t + 4 <= n; t += 4) {                                                             \
+        const int64_t n4 = n & ~(int64_t)3;                                                      \
+        /* row blocks of RB keep their weights in cache while all token quads pass over them */ \
+        for (int64_t rb = r0; rb < r1 && n4; rb += RB)                                           \
+        for (int64_t t = 0; t < n4; t += 4) {                                                    \
             const float *x0 = x + t * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;      \
-            for (int64_t r = r0; r < r1; r++) {                                                  \
+            const int64_t re = rb + RB < r1 ? rb + RB : r1;                                      \
+            for (int64_t r = rb; r < re; r++) {                                                  \
                 const T *wr = W + r * k;                                                         \
                 __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                      \
                 for (int64_t j = 0; j < k8; j += 8) {                                            \
@@ -59,7 +64,7 @@ static inline float hsum8(__m256 v)
                 y[(t + 3) * ldy + r] = s3;                                                       \
             }                                                                                    \
         }                                                                                        \
-        for (; t < n; t++) {                                                                     \
+        for (int64_t t = n4; t < n; t++) {                                                       \
             const float *xt = x + t * ldx;                                                       \
             int64_t r = r0;                                                                      \
             for (; r + 4 <= r1; r += 4) {                                                        \

@@ -16,17 +16,50 @@
 #define SC_F16(p) tq_f16_to_f32(*(const uint16_t *)(p))
 #define SC_BF16(p) tq_bits_f32((uint32_t)(*(const uint16_t *)(p)) << 16)
 
+#define RB 32 /* rows per cache block in the multi-token kernel */
+
 #define DEFINE_MM(NAME, T, LD, SC)                                                               \
     static void NAME(const void *w, int64_t k, const float *x, const uint16_t *xb, int64_t ldx,  \
                      int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)                   \
     {                                                                                            \
         const T *W = w;                                                                          \
         const int64_t k8 = k & ~(int64_t)15;                                                      \
-        int64_t t = 0;                                                                           \
-        for (; t + 4 <= n; t += 4) {                                                             \
+        const int64_t n4 = n & ~(int64_t)3;                                                      \
+        /* row blocks of RB keep their weights in cache while all token quads pass over them */ \
+        for (int64_t rb = r0; rb < r1 && n4; rb += RB)                                           \
+        for (int64_t t = 0; t < n4; t += 4) {                                                    \
             const float *x0 = x + t * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;      \
-            for (int64_t r = r0; r < r1; r++) {                                                  \
-                const T *wr = W + r * k;                                                         \
+            const int64_t re = rb + RB < r1 ? rb + RB : r1;                                      \
+            int64_t r = rb;                                                                  \
+            for (; r + 4 <= re; r += 4) { /* 4 rows x 4 tokens: 16 accumulators */           \
+                const T *w0 = W + r * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;           \
+                __m512 c[4][4];                                                              \
+                for (int a = 0; a < 4; a++)                                                  \
+                    for (int b = 0; b < 4; b++)                                              \
+                        c[a][b] = _mm512_setzero_ps();                                       \
+                for (int64_t j = 0; j < k8; j += 16) {                                       \
+                    const __m512 v0 = _mm512_loadu_ps(x0 + j), v1 = _mm512_loadu_ps(x1 + j); \
+                    const __m512 v2 = _mm512_loadu_ps(x2 + j), v3 = _mm512_loadu_ps(x3 + j); \
+                    const __m512 u[4] = {LD(w0 + j), LD(w1 + j), LD(w2 + j), LD(w3 + j)};    \
+                    for (int a = 0; a < 4; a++) {                                            \
+                        c[a][0] = _mm512_fmadd_ps(u[a], v0, c[a][0]);                        \
+                        c[a][1] = _mm512_fmadd_ps(u[a], v1, c[a][1]);                        \
+                        c[a][2] = _mm512_fmadd_ps(u[a], v2, c[a][2]);                        \
+                        c[a][3] = _mm512_fmadd_ps(u[a], v3, c[a][3]);                        \
+                    }                                                                        \
+                }                                                                            \
+                const T *wa[4] = {w0, w1, w2, w3};                                           \
+                const float *xs[4] = {x0, x1, x2, x3};                                       \
+                for (int a = 0; a < 4; a++)                                                  \
+                    for (int b = 0; b < 4; b++) {                                            \
+                        float sv = _mm512_reduce_add_ps(c[a][b]);                            \
+                        for (int64_t j = k8; j < k; j++)                                     \
+                            sv += SC(wa[a] + j) * xs[b][j];                                  \
+                        y[(t + b) * ldy + r + a] = sv;                                       \
+                    }                                                                        \
+            }                                                                                \
+            for (; r < re; r++) {                                                            \
+                const T *wr = W + r * k;                                                     \
                 __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                      \
                 for (int64_t j = 0; j < k8; j += 16) {                                            \
                     const __m512 wv = LD(wr + j);                                                \
@@ -49,7 +82,7 @@
                 y[(t + 3) * ldy + r] = s3;                                                       \
             }                                                                                    \
         }                                                                                        \
-        for (; t < n; t++) {                                                                     \
+        for (int64_t t = n4; t < n; t++) {                                                       \
             const float *xt = x + t * ldx;                                                       \
             int64_t r = r0;                                                                      \
             for (; r + 4 <= r1; r += 4) {                                                        \

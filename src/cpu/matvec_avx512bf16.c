@@ -16,10 +16,12 @@ static void mm_bf16(const void *w, int64_t k, const float *x, const uint16_t *xb
 {
     const uint16_t *W = w;
     const int64_t k32 = k & ~(int64_t)31;
-    int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
+    const int64_t n4 = n & ~(int64_t)3;
+    for (int64_t rb = r0; rb < r1 && n4; rb += 32)
+    for (int64_t t = 0; t < n4; t += 4) {
         const uint16_t *x0 = xb + t * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
-        for (int64_t r = r0; r < r1; r++) {
+        const int64_t re = rb + 32 < r1 ? rb + 32 : r1;
+        for (int64_t r = rb; r < re; r++) {
             const uint16_t *wr = W + r * k;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int64_t j = 0; j < k32; j += 32) {
@@ -44,7 +46,7 @@ static void mm_bf16(const void *w, int64_t k, const float *x, const uint16_t *xb
             y[(t + 3) * ldy + r] = s3;
         }
     }
-    for (; t < n; t++) {
+    for (int64_t t = n4; t < n; t++) {
         const uint16_t *xt = xb + t * ldx;
         int64_t r = r0;
         for (; r + 4 <= r1; r += 4) {
