@@ -4,6 +4,7 @@
  * hand-computed blocks, the q/k un-permutation (GGUF and safetensors copies agree), every bad
  * file class, and every truncation of a good file. Label: fast. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "t.h"
 #include "io_sha256.h"
@@ -315,6 +316,66 @@ static void test_truncations(const char *path, int gguf)
     free(full);
 }
 
+/* Every vector kernel equals the scalar specification on random blocks (any bytes: NaN and inf
+ * scales included; two NaNs count as equal since x86 may pick either operand's payload), and its
+ * speed relative to scalar is printed (median of 5, same run). */
+static void test_vector_vs_scalar(void)
+{
+    static const int types[] = {TQ_GGML_F16, TQ_GGML_BF16, TQ_GGML_Q4_0, TQ_GGML_Q4_1,
+                                TQ_GGML_Q5_0, TQ_GGML_Q5_1, TQ_GGML_Q8_0, TQ_GGML_Q4_K,
+                                TQ_GGML_Q5_K, TQ_GGML_Q6_K};
+    const int64_t n = 256 * 1024;
+    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    uint8_t *src = malloc((size_t)n * 4);
+    uint64_t x = t_seed;
+    if (!tq_cpu_supports(TQ_ISA_AVX2)) {
+        printf("no AVX2 on this CPU: vector kernels not tested\n");
+        goto out;
+    }
+    for (int64_t i = 0; i < n * 4; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        src[i] = (uint8_t)(x >> 56);
+    }
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        size_t nb;
+        int diff = 0;
+        double ts[2][5];
+        tq_ggml_nbytes(types[k], n, &nb);
+        for (int rep = 0; rep < 5; rep++) {
+            struct timespec t0, t1, t2;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            tq_ggml_dequant_isa(TQ_ISA_SCALAR, types[k], src, nb, a, n);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            tq_ggml_dequant_isa(TQ_ISA_AVX2, types[k], src, nb, b, n);
+            clock_gettime(CLOCK_MONOTONIC, &t2);
+            ts[0][rep] = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+            ts[1][rep] = (t2.tv_sec - t1.tv_sec) * 1e9 + (t2.tv_nsec - t1.tv_nsec);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t ua, ub;
+            memcpy(&ua, &a[i], 4);
+            memcpy(&ub, &b[i], 4);
+            if (ua != ub && !(isnan(a[i]) && isnan(b[i])))
+                diff++;
+        }
+        CHECK(diff == 0, "%s: %d of %lld values differ between avx2 and scalar",
+              tq_ggml_type_name(types[k]), diff, (long long)n);
+        for (int r = 0; r < 2; r++) /* median of 5 by insertion sort */
+            for (int i = 1; i < 5; i++)
+                for (int j = i; j > 0 && ts[r][j] < ts[r][j - 1]; j--) {
+                    double t = ts[r][j];
+                    ts[r][j] = ts[r][j - 1];
+                    ts[r][j - 1] = t;
+                }
+        printf("dequant %-5s scalar %6.2f ns/elem, avx2 %6.2f ns/elem, speedup %.1fx\n",
+               tq_ggml_type_name(types[k]), ts[0][2] / n, ts[1][2] / n, ts[0][2] / ts[1][2]);
+    }
+out:
+    free(a);
+    free(b);
+    free(src);
+}
+
 int main(int argc, char **argv)
 {
     tq_gguf *g = NULL;
@@ -327,6 +388,7 @@ int main(int argc, char **argv)
         tq_gguf_free(g);
     }
     test_dequant_hand();
+    test_vector_vs_scalar();
     test_weights();
     test_bad_files();
     test_truncations("tests/data/io/tiny.gguf", 1);
