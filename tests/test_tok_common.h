@@ -11,7 +11,7 @@
 #include "turboquant.h"
 
 /* tc_read() -- whole file into a malloc'ed buffer (NUL appended); NULL if unreadable. */
-static char *tc_read(const char *path, size_t *n)
+static inline char *tc_read(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     char *b;
@@ -35,7 +35,7 @@ static char *tc_read(const char *path, size_t *n)
 }
 
 /* tc_path() -- TQ_SRC_DIR (or ".") + "/" + rel into a static buffer. */
-static const char *tc_path(const char *rel)
+static inline const char *tc_path(const char *rel)
 {
     static char buf[4][1024];
     static int k;
@@ -46,7 +46,7 @@ static const char *tc_path(const char *rel)
 }
 
 /* tc_read_ids() -- a .tqid file: "TQID", u32 LE count, zlib(count u32 LE). NULL on error. */
-static int32_t *tc_read_ids(const char *path, int64_t *count)
+static inline int32_t *tc_read_ids(const char *path, int64_t *count)
 {
     size_t n = 0;
     unsigned char *f = (unsigned char *)tc_read(path, &n);

@@ -15,3 +15,7 @@ add_test(NAME test_tok_parity_gemma3 COMMAND test_tok_parity gemma3
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_tok_parity_smollm2 test_tok_parity_gemma3 PROPERTIES LABELS model
     SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR}")
+
+# Edge cases (HF / llama.cpp references), chat templates, flags, invalid UTF-8, bad files.
+tq_test(test_tok_edge LABELS fast)
+target_link_libraries(test_tok_edge PRIVATE PkgConfig::ZLIB)

@@ -145,9 +145,11 @@ TQ_API tq_status tq_chat_detect(const tq_tokenizer *t, tq_chat_format *out);
  * the model's template does, into dst[0..cap) NUL-terminated; *n_out = length without the NUL
  * (bytes needed, with TQ_E_OVERFLOW, when cap is too small). fmt TQ_CHAT_AUTO detects from t
  * (t may be NULL for an explicit format). Model details kept: Llama 3 puts the BOS text first and
- * strips each content like Jinja's `trim`; SmolLM2's default system prompt is taken from its
- * template when the first message is not a system one. Encode the result with
- * TQ_TOK_PARSE_SPECIAL and without BOS flags. */
+ * strips each content like Jinja's `trim` (ASCII whitespace), and a Llama 3 template that adds
+ * the assistant header unconditionally gets it whatever add_generation_prompt says; SmolLM2's
+ * default system prompt is taken from its template when the first message is not a system one.
+ * Not rendered: tools, and Qwen3's <think> handling of assistant turns (plain ChatML is used).
+ * Encode the result with TQ_TOK_PARSE_SPECIAL and without BOS flags. */
 TQ_API tq_status tq_chat_render(const tq_tokenizer *t, tq_chat_format fmt, const tq_chat_msg *msgs,
                                 int64_t n, int add_generation_prompt, char *dst, size_t cap,
                                 size_t *n_out);

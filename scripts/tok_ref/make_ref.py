@@ -5,7 +5,11 @@ Writes into tests/data/tokenizer/:
   <name>.wiki.tqid   ids of the WHOLE WikiText-2 raw test file, fed as ONE string (no chunking),
                      without BOS / special tokens added ("add_special_tokens=False" / add_bos=False).
                      Format: b"TQID", u32 LE count, then zlib(count * u32 LE ids).
-  <name>.edge.txt    edge cases, one per line: hex(input UTF-8 bytes) TAB space-separated ids
+  chat.txt           chat templates rendered by Jinja2 (configured as transformers does) from the
+                     real templates (qwen3/llama3 tokenizer_config.json, SmolLM2's GGUF), per line:
+                     name TAB add_generation_prompt TAB n TAB (role TAB hex(content)) x n TAB hex(text)
+  <name>.edge.txt    edge cases, one per line: hex(input UTF-8 bytes) TAB space-separated ids TAB
+                     hex(the reference's decode of those ids, special tokens rendered)
                      (added/special tokens in the text ARE parsed, as HF tokenizers always does).
 References:
   qwen3, llama3  Hugging Face `tokenizers` (PyPI) on ../shared/assets/tokenizers/<name>/tokenizer.json
@@ -55,6 +59,51 @@ EDGE = [
 ]
 
 
+CHATS = [
+    [("user", "Hello!")],
+    [("system", "You are terse."), ("user", "What is 2+2?")],
+    [("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello. How can I help?"),
+     ("user", "Name a prime number.")],
+    [("user", "  padded content with spaces \n\n")],
+    [("user", "Emoji \U0001F600 and CJK \u6f22\u5b57 and a <tag>")],
+    [("user", "first"), ("assistant", "second"), ("user", "third")],
+]
+
+
+def render_chats(name, template, bos):
+    """Rendered chats with Jinja2 set up as transformers does (trim_blocks, lstrip_blocks)."""
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[jinja2.ext.loopcontrols])
+    tmpl = env.from_string(template)
+    lines = []
+    for chat in CHATS:
+        for gen in (1, 0):
+            msgs = [{"role": r, "content": c} for r, c in chat]
+            text = tmpl.render(messages=msgs, add_generation_prompt=bool(gen), bos_token=bos,
+                               eos_token="", tools=None)
+            cols = [name, str(gen), str(len(chat))]
+            for r, c in chat:
+                cols += [r, c.encode().hex()]
+            cols.append(text.encode().hex())
+            lines.append("\t".join(cols))
+    return lines
+
+
+def llama_detokenize(llm, ids):
+    """llama.cpp's llama_detokenize() with a buffer large enough (Llama.detokenize truncates
+    pieces longer than 32 bytes); special tokens rendered, nothing removed."""
+    import ctypes
+    import llama_cpp
+    arr = (llama_cpp.llama_token * max(1, len(ids)))(*ids)
+    cap = 64 * len(ids) + 64
+    buf = ctypes.create_string_buffer(cap)
+    n = llama_cpp.llama_detokenize(llm._model.vocab, arr, len(ids), buf, cap, False, True)
+    assert n >= 0
+    return buf.raw[:n]
+
+
 def write_ids(path, ids):
     raw = b"".join(struct.pack("<I", i) for i in ids)
     with open(path, "wb") as f:
@@ -63,8 +112,9 @@ def write_ids(path, ids):
 
 def write_edge(path, cases):
     with open(path, "w") as f:
-        for text, ids in cases:
-            f.write(text.encode("utf-8").hex() + "\t" + " ".join(str(i) for i in ids) + "\n")
+        for text, ids, back in cases:
+            f.write(text.encode("utf-8").hex() + "\t" + " ".join(str(i) for i in ids) + "\t" +
+                    back.hex() + "\n")
 
 
 def main():
@@ -89,7 +139,10 @@ def main():
         ids = tk.encode(wiki, add_special_tokens=False).ids
         assert tk.decode(ids, skip_special_tokens=False) == wiki
         write_ids(os.path.join(out, name + ".wiki.tqid"), ids)
-        edge = [(t, tk.encode(t, add_special_tokens=False).ids) for t in EDGE]
+        edge = []
+        for t in EDGE:
+            e = tk.encode(t, add_special_tokens=False).ids
+            edge.append((t, e, tk.decode(e, skip_special_tokens=False).encode("utf-8")))
         write_edge(os.path.join(out, name + ".edge.txt"), edge)
         print("%s: %d ids (tokenizers %s)" % (name, len(ids), tokenizers.__version__))
 
@@ -101,11 +154,30 @@ def main():
         llm = llama_cpp.Llama(model_path=os.path.join(a.models, fname), vocab_only=True,
                               verbose=False)
         ids = llm.tokenize(wiki_bytes, add_bos=False, special=False)
-        assert llm.detokenize(ids) == wiki_bytes
+        assert llama_detokenize(llm, ids) == wiki_bytes
         write_ids(os.path.join(out, name + ".wiki.tqid"), ids)
-        edge = [(t, llm.tokenize(t.encode("utf-8"), add_bos=False, special=True)) for t in EDGE]
+        edge = []
+        for t in EDGE:
+            e = llm.tokenize(t.encode("utf-8"), add_bos=False, special=True)
+            edge.append((t, e, llama_detokenize(llm, e)))
         write_edge(os.path.join(out, name + ".edge.txt"), edge)
         print("%s: %d ids (llama_cpp %s)" % (name, len(ids), llama_cpp.__version__))
+
+    if a.only in (None, "chat"):
+        import json
+        from gguf import GGUFReader
+        lines = []
+        for name in ("qwen3", "llama3"):
+            cfg = json.load(open(os.path.join(a.shared, "assets", "tokenizers", name,
+                                              "tokenizer_config.json")))
+            bos = cfg.get("bos_token") or ""
+            lines += render_chats(name, cfg["chat_template"], bos if isinstance(bos, str) else "")
+        r = GGUFReader(os.path.join(a.models, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+        f = r.fields["tokenizer.chat_template"]
+        lines += render_chats("smollm2", bytes(f.parts[f.data[0]]).decode(), "<|im_start|>")
+        with open(os.path.join(out, "chat.txt"), "w") as fo:
+            fo.write("\n".join(lines) + "\n")
+        print("chat: %d rendered conversations" % len(lines))
 
 
 if __name__ == "__main__":
