@@ -102,6 +102,7 @@ TQ_API uint64_t tq_alloc_count(void);
 #include "turboquant/tokenizer.h"
 #include "turboquant/model.h"
 #include "turboquant/generate.h"
+#include "turboquant/eval.h"
 #include "turboquant/cuda.h"
 
 #endif /* TURBOQUANT_H */

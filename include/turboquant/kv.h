@@ -25,7 +25,12 @@ typedef enum tq_kv_kind {
 } tq_kv_kind;
 
 /* A parsed scheme. k_bits/v_bits are meaningful for TQ_KV_TURBO only (K in {2,4,5,8}, 8 =
- * signed int8; V in {2,3,4,5,8}); flags is reserved for our own variants and must be 0 now. */
+ * signed int8; V in {2,3,4,5,8}); flags selects our own cache-level variants of a turbo scheme
+ * (TQ_KV_FLAG_*; 0 = the reference). The row codec (encode/decode below) runs flags == 0 only;
+ * the engine's turbo cache implements the variants (src/model/kvcache_turbo.c). */
+#define TQ_KV_FLAG_ROTK 0x100u  /* "+rk": keys Hadamard-rotated at encode, queries at attention   */
+#define TQ_KV_FLAG_EDGE8 0x200u /* "+e8": first and last layer stored as turbo:k8v8             */
+#define TQ_KV_FLAGS_ALL 0x300u
 typedef struct tq_kv_scheme {
     tq_kv_kind kind;
     int k_bits;
@@ -34,7 +39,8 @@ typedef struct tq_kv_scheme {
 } tq_kv_scheme;
 
 /* tq_kv_scheme_parse() -- "f32", "f16", "bf16", "kv8", "kv4", "turbo" (= turbo:k8v3) or
- * "turbo:k<K>v<V>". On failure returns TQ_E_ARG with a message listing the valid choices. */
+ * "turbo:k<K>v<V>", optionally followed by "+rk" and/or "+e8" (TQ_KV_FLAG_*). On failure
+ * returns TQ_E_ARG with a message listing the valid choices. */
 TQ_API tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out);
 /* tq_kv_scheme_name() -- canonical name ("turbo:k8v3", "kv8") into buf; returns buf. */
 TQ_API const char *tq_kv_scheme_name(tq_kv_scheme s, char *buf, size_t cap);

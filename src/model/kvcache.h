@@ -31,6 +31,10 @@ typedef struct tq_kvc_ops {
      * been appended. Runs on pool; deterministic for any thread count; no allocation. */
     void (*attend)(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0, float *out,
                    tq_pool *pool);
+    /* Optional (NULL = the generic code below): destroy() frees a cache of this ops table;
+     * token_bytes() its real bytes per token (schemes whose layers differ, e.g. turbo +e8). */
+    void (*destroy)(tq_kvcache *c);
+    size_t (*token_bytes)(const tq_kvcache *c);
 } tq_kvc_ops;
 
 struct tq_kvcache {

@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "model/engine.h"
+#include "model/kvcache_turbo.h"
 
 void tq_model_opts_default(tq_model_opts *o)
 {
@@ -405,8 +406,23 @@ tq_status tq_session_create(tq_model *m, const tq_session_opts *opts, tq_session
         return TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory");
     s->m = m;
     s->n_ctx = n_ctx;
-    if ((st = tq_kvcache_create(opts->kv, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
-                                n_ctx, m->attn_scale, tq_pool_size(m->pool), &s->kv)))
+    if (opts->kv.kind == TQ_KV_TURBO) { /* sliding-window layers stay bf16 (kvcache_turbo.h) */
+        uint8_t *plain = tq_calloc((size_t)c->n_layers, 1);
+        if (!plain) {
+            st = TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory");
+            goto fail;
+        }
+        for (int l = 0; l < c->n_layers; l++)
+            plain[l] = (uint8_t)tq_model_config_layer_is_sliding(c, l);
+        st = tq_kvcache_turbo_create(opts->kv, c->n_layers, c->n_heads, c->n_kv_heads,
+                                     c->head_dim, n_ctx, m->attn_scale, tq_pool_size(m->pool),
+                                     plain, &s->kv);
+        tq_free(plain);
+        if (st)
+            goto fail;
+    } else if ((st = tq_kvcache_create(opts->kv, c->n_layers, c->n_heads, c->n_kv_heads,
+                                       c->head_dim, n_ctx, m->attn_scale, tq_pool_size(m->pool),
+                                       &s->kv)))
         goto fail;
     const int64_t dim = c->hidden, qd = (int64_t)c->n_heads * c->head_dim;
     const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden;

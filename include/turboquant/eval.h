@@ -1,0 +1,76 @@
+/* turboquant/eval.h -- quality instruments on a real model: perplexity and teacher-forced KL
+ * between KV-cache schemes (SPEC A4). Included by turboquant.h only.
+ *
+ * Windows follow llama.cpp's perplexity: the token stream is cut into non-overlapping windows
+ * of ctx tokens; the first token of each window is replaced by BOS when the model has one;
+ * every window is evaluated in a fresh cache; positions i in [ctx/2, ctx - 1) are scored, each
+ * predicting token i + 1 (ctx/2 - 1 scored tokens per window).
+ */
+#ifndef TURBOQUANT_EVAL_H
+#define TURBOQUANT_EVAL_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Progress callback: called after each window (done of total windows). May be NULL. */
+typedef void (*tq_eval_progress_fn)(void *user, int64_t done, int64_t total);
+
+typedef struct tq_ppl_result {
+    double ppl;        /* exp(mean negative log-likelihood)                         */
+    double nll;        /* mean negative log-likelihood (nats)                       */
+    int64_t n_scored;  /* scored tokens                                             */
+    int64_t n_windows; /* windows evaluated                                         */
+    double seconds;    /* wall time                                                 */
+} tq_ppl_result;
+
+/* tq_eval_ppl() -- perplexity of tokens (n_tokens) through a cache of scheme kv, in windows of
+ * ctx tokens (ctx >= 4, even); max_windows <= 0 = every whole window. Errors: TQ_E_ARG (fewer
+ * tokens than one window, bad ctx), errors of tq_session_create / tq_session_eval_all. */
+TQ_API tq_status tq_eval_ppl(tq_model *model, const int32_t *tokens, int64_t n_tokens,
+                             tq_kv_scheme kv, int ctx, int64_t max_windows,
+                             tq_eval_progress_fn progress, void *user, tq_ppl_result *out);
+
+/* Statistics of KL(teacher || student) over every scored position. */
+typedef struct tq_kl_stats {
+    double mean, median, p95, p99, max; /* nats                                            */
+    double top1;     /* fraction of positions where argmax(student) == argmax(teacher)    */
+    double ppl;      /* the student's perplexity on the scored positions                  */
+    int64_t n;       /* scored positions                                                  */
+    size_t kv_bytes_per_token; /* real packed bytes of K+V of one token, all layers       */
+} tq_kl_stats;
+
+/* tq_eval_kl() -- teacher-forced KL: each window goes through a cache of scheme teacher and
+ * through a cache of each student scheme (the same tokens); at every scored position the KL
+ * divergence of the student's next-token distribution from the teacher's is computed over the
+ * full vocabulary (double accumulation). out[n_students] receives the statistics per student;
+ * teacher_out (may be NULL) the teacher's own (KL 0, its ppl and bytes). */
+TQ_API tq_status tq_eval_kl(tq_model *model, const int32_t *tokens, int64_t n_tokens,
+                            tq_kv_scheme teacher, const tq_kv_scheme *students, int n_students,
+                            int ctx, int64_t max_windows, tq_eval_progress_fn progress,
+                            void *user, tq_kl_stats *out, tq_kl_stats *teacher_out);
+
+/* ---- KV cache snapshots (docs/FORMAT.md "KV cache snapshot") ------------------------------- */
+
+/* tq_session_save() -- write the session's cache (its n_past tokens, packed bytes as stored)
+ * and the token ids that produced it (tokens, n_tokens == n_past; may be NULL/0 when unknown)
+ * to path, atomically (temp file in the same directory, fsync, rename). Errors: TQ_E_IO. */
+TQ_API tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_tokens,
+                                 const char *path);
+
+/* tq_session_load() -- restore a snapshot into s (replacing its cache content and n_past).
+ * tokens (cap tokens_cap) receives the stored token ids and *n_tokens their count (tokens may
+ * be NULL). Refused, with the session untouched: another scheme ("snapshot is turbo-k8v3, this
+ * session is kv8"), another model (fingerprint or shape), more tokens than n_ctx, a truncated
+ * or corrupted file (bad magic, version, size or checksum): TQ_E_FORMAT / TQ_E_UNSUPPORTED /
+ * TQ_E_OVERFLOW / TQ_E_IO with the path and the reason. */
+TQ_API tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens,
+                                 int64_t tokens_cap, int64_t *n_tokens);
+
+/* tq_model_fingerprint() -- 64-bit fingerprint of a model's shape and weights (hash of the
+ * config and of the embedding, final norm and first layer's norms). */
+TQ_API uint64_t tq_model_fingerprint(const tq_model *model);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

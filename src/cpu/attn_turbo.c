@@ -1,0 +1,287 @@
+/* attn_turbo.c -- fused attention over a packed TurboQuant KV cache (see model/kvcache_turbo.h).
+ *
+ * Work unit = (kv-head g, block of queries, chunk of keys). Per unit, for each block of
+ * TQ_TURBO_KB keys:
+ *   1. the packed K rows of the block are dequantized into an L1 buffer (codec kernel of this
+ *      ISA, exactly the codec's (q + zero_h) * scale_h), then scored against every query row of
+ *      the unit and every query head of g's GQA group: s = scale * (q . k), masked causally;
+ *   2. the packed V rows are decoded to the ROTATED domain only: y[j] = C[idx_j] * scale_h;
+ *   3. online softmax per (query, head): m' = max(m, max_t s_t), acc = acc * e^(m - m') +
+ *      sum_t e^(s_t - m') y_t, l likewise.
+ * After the last chunk, partial states are merged in chunk order (fixed, so the result does not
+ * depend on the thread count), acc / l is un-rotated ONCE (tq_kv_unrotate_ref: butterflies,
+ * 1/sqrt(d), signs) and written out. sum_t w_t InvFWHT(y_t) * signs = InvFWHT(sum_t w_t y_t) *
+ * signs by linearity, so deferring the inverse transform is exact up to rounding.
+ *
+ * Chunking over keys is used when a call has n_q <= TQ_TURBO_QD queries (decode), so that two
+ * threads share one kv-head's long window; prefill splits over (kv-head, query block) instead.
+ * No allocation: every buffer is the cache's per-thread scratch. */
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/half.h"
+#include "cpu/kv_cpu.h"
+#include "kv/kv_internal.h"
+#include "model/kvcache_turbo.h"
+
+/* ---- small kernels: scalar spec ------------------------------------------------------------- */
+
+static float dot_scalar(const float *a, const float *b, int n)
+{
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static void axpy_scalar(float a, const float *x, float *y, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void scal_scalar(float a, float *y, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] *= a;
+}
+
+static const tq_attn_kernels attn_scalar = {dot_scalar, axpy_scalar, scal_scalar};
+
+const tq_attn_kernels *tq_attn_kernels_pick(void)
+{
+#if defined(__x86_64__)
+    if (tq_cpu_isa() >= TQ_ISA_AVX512)
+        return &tq_attn_kernels_avx512;
+#endif
+    return &attn_scalar;
+}
+
+/* ---- V rows to the rotated domain --------------------------------------------------------- */
+
+static void dec_v_rotated(const uint8_t *row, int d, int vb, float *out)
+{
+    const float *C = tq_kv_centroids(vb);
+    const uint8_t *sc = tq_kv_turbo_v_scales(row, d, vb);
+    uint8_t idx[TQ_KV_GROUP];
+    for (int g = 0; g < d / TQ_KV_GROUP; g++) {
+        const float s = tq_f16_to_f32(tq_rd16(sc + 2 * g));
+        if (vb == 8)
+            memcpy(idx, row + g * TQ_KV_GROUP, TQ_KV_GROUP);
+        else
+            kv_unpack32(row + (size_t)g * 4 * vb, vb, idx);
+        float *o = out + g * TQ_KV_GROUP;
+        for (int j = 0; j < TQ_KV_GROUP; j++)
+            o[j] = C[idx[j]] * s;
+    }
+}
+
+/* ---- the fused kernel ---------------------------------------------------------------------- */
+
+typedef struct fjob {
+    tq_kvc_turbo *t;
+    int il;
+    const float *q; /* (n_q, n_heads, hd), rotated when rot_k */
+    int64_t n_q, pos0;
+    float *out;
+    int chunked;
+    int64_t n_qb, n_ch; /* query blocks, key chunks per kv-head */
+    const tq_kv_kernels *kk;
+    const tq_attn_kernels *ak;
+} fjob;
+
+/* state layout per row r: [m, l, acc[hd]] */
+static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t0, int64_t t1,
+                     float *st, float *kdec, float *vdec, float *sc)
+{
+    const tq_kvc_turbo *t = j->t;
+    const tq_kvcache *c = &t->base;
+    const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
+    const tq_kv_scheme s = t->ls[j->il];
+    const size_t kr = t->k_rb[j->il], vr = t->v_rb[j->il];
+    const uint8_t *K = c->k[j->il] + (size_t)g * (size_t)c->n_ctx * kr;
+    const uint8_t *V = c->v[j->il] + (size_t)g * (size_t)c->n_ctx * vr;
+    const int64_t nqu = i1 - i0, rows = nqu * group;
+    const size_t stride = (size_t)hd + 2;
+    const float scale = c->scale;
+    const tq_attn_kernels *ak = j->ak;
+    for (int64_t r = 0; r < rows; r++) {
+        float *S = st + (size_t)r * stride;
+        S[0] = -INFINITY;
+        S[1] = 0.0f;
+        memset(S + 2, 0, (size_t)hd * sizeof(float));
+    }
+    const int64_t t_end = t1 < j->pos0 + i1 ? t1 : j->pos0 + i1; /* last query sees < pos0+i1 */
+    for (int64_t tb = t0; tb < t_end; tb += TQ_TURBO_KB) {
+        const int nk = (int)(t_end - tb < TQ_TURBO_KB ? t_end - tb : TQ_TURBO_KB);
+        if (s.kind == TQ_KV_TURBO) {
+            j->kk->dec_k(K + (size_t)tb * kr, nk, hd, s.k_bits, kdec);
+            for (int k = 0; k < nk; k++)
+                dec_v_rotated(V + (size_t)(tb + k) * vr, hd, s.v_bits, vdec + (size_t)k * hd);
+        } else { /* bf16 layer (sliding window): plain rows, no rotation */
+            for (int k = 0; k < nk; k++)
+                for (int d = 0; d < hd; d++) {
+                    kdec[(size_t)k * hd + d] =
+                        tq_bf16_to_f32(tq_rd16(K + (size_t)(tb + k) * kr + 2 * (size_t)d));
+                    vdec[(size_t)k * hd + d] =
+                        tq_bf16_to_f32(tq_rd16(V + (size_t)(tb + k) * vr + 2 * (size_t)d));
+                }
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t lim = j->pos0 + i; /* keys <= lim */
+            if (tb > lim)
+                continue;
+            const int nv = (int)(lim - tb + 1 < nk ? lim - tb + 1 : nk);
+            for (int hh = 0; hh < group; hh++) {
+                const int h = (int)g * group + hh;
+                const float *q = j->q + ((size_t)i * nh + h) * hd;
+                float *S = st + ((size_t)(i - i0) * group + hh) * stride;
+                float bm = -INFINITY;
+                for (int k = 0; k < nv; k++) {
+                    sc[k] = scale * ak->dot(q, kdec + (size_t)k * hd, hd);
+                    bm = sc[k] > bm ? sc[k] : bm;
+                }
+                const float mn = bm > S[0] ? bm : S[0];
+                if (mn > S[0] && S[1] != 0.0f) {
+                    const float corr = expf(S[0] - mn);
+                    S[1] *= corr;
+                    ak->scal(corr, S + 2, hd);
+                }
+                S[0] = mn;
+                float l = S[1];
+                for (int k = 0; k < nv; k++) {
+                    const float p = expf(sc[k] - mn);
+                    l += p;
+                    ak->axpy(p, vdec + (size_t)k * hd, S + 2, hd);
+                }
+                S[1] = l;
+            }
+        }
+    }
+}
+
+static void finish_row(const fjob *j, int rotated, const float *S, float *o)
+{
+    const int hd = j->t->base.head_dim;
+    const float inv = 1.0f / S[1];
+    for (int d = 0; d < hd; d++)
+        o[d] = S[2 + d] * inv;
+    if (rotated)
+        tq_kv_unrotate_ref(o, hd);
+}
+
+static void fused_task(void *ctx, int ith, int nth)
+{
+    const fjob *j = ctx;
+    tq_kvc_turbo *t = j->t;
+    const tq_kvcache *c = &t->base;
+    const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
+    float *kdec = t->fscratch + (size_t)ith * t->fused_floats;
+    float *vdec = kdec + (size_t)TQ_TURBO_KB * hd;
+    float *sc = vdec + (size_t)TQ_TURBO_KB * hd;
+    float *st = sc + TQ_TURBO_KB;
+    const size_t stride = (size_t)hd + 2;
+    const int rotated = t->ls[j->il].kind == TQ_KV_TURBO;
+    if (j->chunked) {
+        const int64_t n_units = c->n_kv_heads * j->n_ch;
+        int64_t u0, u1;
+        tq_split_range(n_units, ith, nth, &u0, &u1);
+        for (int64_t u = u0; u < u1; u++) {
+            const int64_t g = u / j->n_ch, ch = u % j->n_ch;
+            float *S = t->part + (size_t)u * (size_t)j->n_q * group * stride;
+            run_unit(j, g, 0, j->n_q, ch * TQ_TURBO_KC, (ch + 1) * TQ_TURBO_KC, S, kdec, vdec,
+                     sc);
+        }
+        return;
+    }
+    const int64_t n_units = c->n_kv_heads * j->n_qb;
+    int64_t u0, u1;
+    tq_split_range(n_units, ith, nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t g = u / j->n_qb, qb = u % j->n_qb;
+        const int64_t i0 = qb * TQ_TURBO_QB;
+        const int64_t i1 = i0 + TQ_TURBO_QB < j->n_q ? i0 + TQ_TURBO_QB : j->n_q;
+        run_unit(j, g, i0, i1, 0, j->pos0 + i1, st, kdec, vdec, sc);
+        for (int64_t i = i0; i < i1; i++)
+            for (int hh = 0; hh < group; hh++) {
+                const int h = (int)g * group + hh;
+                finish_row(j, rotated, st + ((size_t)(i - i0) * group + hh) * stride,
+                           j->out + ((size_t)i * nh + h) * hd);
+            }
+    }
+}
+
+/* merge the chunk partials of each (query, head) in chunk order */
+static void merge_task(void *ctx, int ith, int nth)
+{
+    const fjob *j = ctx;
+    tq_kvc_turbo *t = j->t;
+    const tq_kvcache *c = &t->base;
+    const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
+    const size_t stride = (size_t)hd + 2;
+    const int rotated = t->ls[j->il].kind == TQ_KV_TURBO;
+    float *acc = t->fscratch + (size_t)ith * t->fused_floats; /* stride floats */
+    int64_t r0, r1;
+    tq_split_range(j->n_q * nh, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t i = r / nh;
+        const int h = (int)(r % nh), g = h / group, hh = h % group;
+        const int64_t n_keys = j->pos0 + i + 1;
+        const int64_t n_ch = (n_keys + TQ_TURBO_KC - 1) / TQ_TURBO_KC;
+        float M = -INFINITY;
+        for (int64_t ch = 0; ch < n_ch; ch++) {
+            const float *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
+                                        (size_t)i * group + hh) * stride;
+            M = S[0] > M ? S[0] : M;
+        }
+        acc[1] = 0.0f;
+        memset(acc + 2, 0, (size_t)hd * sizeof(float));
+        for (int64_t ch = 0; ch < n_ch; ch++) {
+            const float *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
+                                        (size_t)i * group + hh) * stride;
+            if (S[1] == 0.0f)
+                continue;
+            const float w = expf(S[0] - M);
+            acc[1] += S[1] * w;
+            j->ak->axpy(w, S + 2, acc + 2, hd);
+        }
+        finish_row(j, rotated, acc, j->out + ((size_t)i * nh + h) * hd);
+    }
+}
+
+void tq_kvc_turbo_attend_fused(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
+                               float *out, tq_pool *pool)
+{
+    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
+    const int hd = c->head_dim, nh = c->n_heads;
+    tq_pool *p = c->n_threads > 1 ? pool : NULL;
+    const tq_kv_kernels *kk = tq_kv_kernels_get(tq_cpu_isa());
+    if (!kk || !kk->dec_k)
+        kk = &tq_kv_kernels_scalar;
+    for (int64_t s0 = 0; s0 < n_q; s0 += TQ_TURBO_QMAX) {
+        const int64_t nq = n_q - s0 < TQ_TURBO_QMAX ? n_q - s0 : TQ_TURBO_QMAX;
+        const float *qs = q + (size_t)s0 * nh * hd;
+        if (t->rot_k && t->ls[il].kind == TQ_KV_TURBO) {
+            for (int64_t r = 0; r < nq * nh; r++)
+                tq_kv_rotate_ref(qs + (size_t)r * hd, hd, t->qbuf + (size_t)r * hd);
+            qs = t->qbuf;
+        }
+        fjob j = {.t = t, .il = il, .q = qs, .n_q = nq, .pos0 = pos0 + s0,
+                  .out = out + (size_t)s0 * nh * hd, .kk = kk, .ak = tq_attn_kernels_pick()};
+        const int64_t n_keys = pos0 + s0 + nq;
+        j.chunked = nq <= TQ_TURBO_QD;
+        j.n_ch = (n_keys + TQ_TURBO_KC - 1) / TQ_TURBO_KC;
+        j.n_qb = (nq + TQ_TURBO_QB - 1) / TQ_TURBO_QB;
+        tq_pool_run(p, fused_task, &j);
+        if (j.chunked)
+            tq_pool_run(p, merge_task, &j);
+    }
+}

@@ -1,0 +1,252 @@
+/* eval.c -- perplexity and teacher-forced KL between KV-cache schemes (turboquant/eval.h).
+ * Log-softmax and KL are accumulated in double over the full vocabulary. Buffers are allocated
+ * once per call (outside the per-window loop). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/engine.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* log-sum-exp of a logits row */
+static double row_lse(const float *x, int n, int *argmax)
+{
+    float mx = x[0];
+    int am = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > mx) {
+            mx = x[i];
+            am = i;
+        }
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += exp((double)x[i] - mx);
+    if (argmax)
+        *argmax = am;
+    return (double)mx + log(s);
+}
+
+static tq_status check_args(const char *what, const int32_t *tokens, int64_t n_tokens, int ctx,
+                            int64_t max_windows, int64_t *n_win)
+{
+    if (!tokens || ctx < 4 || ctx % 2)
+        return TQ_FAIL(TQ_E_ARG, "%s: need tokens and an even ctx >= 4 (ctx %d)", what, ctx);
+    int64_t nw = n_tokens / ctx;
+    if (nw < 1)
+        return TQ_FAIL(TQ_E_ARG, "%s: %lld tokens are fewer than one window of %d", what,
+                       (long long)n_tokens, ctx);
+    if (max_windows > 0 && nw > max_windows)
+        nw = max_windows;
+    *n_win = nw;
+    return TQ_OK;
+}
+
+static void window_tokens(const tq_model *m, const int32_t *tokens, int64_t w, int ctx,
+                          int32_t *buf)
+{
+    memcpy(buf, tokens + w * ctx, (size_t)ctx * sizeof(int32_t));
+    if (m->info.bos_id >= 0)
+        buf[0] = m->info.bos_id;
+}
+
+static tq_status make_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session **s)
+{
+    tq_session_opts o;
+    tq_session_opts_default(&o);
+    o.kv = kv;
+    o.n_ctx = ctx;
+    o.n_batch = ctx < 256 ? ctx : 256;
+    return tq_session_create(m, &o, s);
+}
+
+tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, tq_kv_scheme kv,
+                      int ctx, int64_t max_windows, tq_eval_progress_fn progress, void *user,
+                      tq_ppl_result *out)
+{
+    int64_t nw;
+    tq_status st;
+    if (!m || !out)
+        return TQ_FAIL(TQ_E_ARG, "tq_eval_ppl: NULL argument");
+    memset(out, 0, sizeof(*out));
+    if ((st = check_args("tq_eval_ppl", tokens, n_tokens, ctx, max_windows, &nw)))
+        return st;
+    const int vocab = m->cfg.vocab;
+    tq_session *s = NULL;
+    int32_t *buf = tq_malloc((size_t)ctx * sizeof(int32_t));
+    float *lg = tq_malloc((size_t)ctx * (size_t)vocab * sizeof(float));
+    if (!buf || !lg) {
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_ppl: out of memory for %d x %d logits", ctx, vocab);
+        goto done;
+    }
+    if ((st = make_session(m, kv, ctx, &s)))
+        goto done;
+    const double t0 = now_s();
+    double nll = 0.0;
+    int64_t n = 0;
+    for (int64_t w = 0; w < nw; w++) {
+        window_tokens(m, tokens, w, ctx, buf);
+        tq_session_reset(s);
+        if ((st = tq_session_eval_all(s, buf, ctx, lg, (int64_t)ctx * vocab)))
+            goto done;
+        for (int i = ctx / 2; i < ctx - 1; i++) {
+            const float *row = lg + (size_t)i * vocab;
+            nll += row_lse(row, vocab, NULL) - (double)row[tokens[w * ctx + i + 1]];
+            n++;
+        }
+        if (progress)
+            progress(user, w + 1, nw);
+    }
+    out->n_scored = n;
+    out->n_windows = nw;
+    out->nll = nll / (double)n;
+    out->ppl = exp(out->nll);
+    out->seconds = now_s() - t0;
+done:
+    tq_session_free(s);
+    tq_free(buf);
+    tq_free(lg);
+    return st;
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const float *sorted, int64_t n, double p)
+{
+    if (n <= 0)
+        return 0.0;
+    const double r = p * (double)(n - 1);
+    const int64_t i = (int64_t)r;
+    const double f = r - (double)i;
+    return i + 1 < n ? (1.0 - f) * sorted[i] + f * sorted[i + 1] : sorted[i];
+}
+
+tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, tq_kv_scheme teacher,
+                     const tq_kv_scheme *students, int n_students, int ctx, int64_t max_windows,
+                     tq_eval_progress_fn progress, void *user, tq_kl_stats *out,
+                     tq_kl_stats *teacher_out)
+{
+    int64_t nw;
+    tq_status st;
+    if (!m || (n_students > 0 && (!students || !out)) || n_students < 0)
+        return TQ_FAIL(TQ_E_ARG, "tq_eval_kl: NULL argument or bad student count");
+    if ((st = check_args("tq_eval_kl", tokens, n_tokens, ctx, max_windows, &nw)))
+        return st;
+    const int vocab = m->cfg.vocab, ns = ctx / 2 - 1; /* scored per window */
+    const int64_t n_all = nw * ns;
+    tq_session *ts = NULL, **ss = tq_calloc((size_t)n_students + 1, sizeof(*ss));
+    int32_t *buf = tq_malloc((size_t)ctx * sizeof(int32_t));
+    float *lg = tq_malloc((size_t)ctx * (size_t)vocab * sizeof(float));
+    /* teacher probabilities of the scored positions (float; every KL term uses these same
+     * values, sums are double) */
+    float *tlp = tq_malloc((size_t)ns * (size_t)vocab * sizeof(float));
+    int *tam = tq_malloc((size_t)ns * sizeof(int));
+    double *tneg = tq_malloc((size_t)ns * sizeof(double)), *tsum = tq_malloc((size_t)ns * sizeof(double));
+    float *kls = tq_malloc((size_t)(n_students ? n_students : 1) * (size_t)n_all * sizeof(float));
+    double *sum_kl = tq_calloc((size_t)n_students + 1, sizeof(double));
+    double *nll = tq_calloc((size_t)n_students + 1, sizeof(double));
+    int64_t *agree = tq_calloc((size_t)n_students + 1, sizeof(int64_t));
+    if (!ss || !buf || !lg || !tlp || !tam || !tneg || !tsum || !kls || !sum_kl || !nll || !agree) {
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_kl: out of memory (%d x %d logits)", ctx, vocab);
+        goto done;
+    }
+    if ((st = make_session(m, teacher, ctx, &ts)))
+        goto done;
+    for (int k = 0; k < n_students; k++)
+        if ((st = make_session(m, students[k], ctx, &ss[k])))
+            goto done;
+    for (int64_t w = 0; w < nw; w++) {
+        window_tokens(m, tokens, w, ctx, buf);
+        tq_session_reset(ts);
+        if ((st = tq_session_eval_all(ts, buf, ctx, lg, (int64_t)ctx * vocab)))
+            goto done;
+        for (int i = 0; i < ns; i++) {
+            const float *row = lg + (size_t)(ctx / 2 + i) * vocab;
+            const double lse = row_lse(row, vocab, &tam[i]);
+            float *tp = tlp + (size_t)i * vocab;
+            double neg = 0.0, sp = 0.0;
+            for (int v = 0; v < vocab; v++) {
+                const double lp = (double)row[v] - lse;
+                tp[v] = (float)exp(lp);
+                neg += (double)tp[v] * lp;
+                sp += (double)tp[v];
+            }
+            tneg[i] = neg;
+            tsum[i] = sp;
+            nll[n_students] += lse - (double)row[tokens[w * ctx + ctx / 2 + i + 1]];
+        }
+        for (int k = 0; k < n_students; k++) {
+            tq_session_reset(ss[k]);
+            if ((st = tq_session_eval_all(ss[k], buf, ctx, lg, (int64_t)ctx * vocab)))
+                goto done;
+            for (int i = 0; i < ns; i++) {
+                const float *row = lg + (size_t)(ctx / 2 + i) * vocab;
+                int am;
+                const double lse = row_lse(row, vocab, &am);
+                /* KL = sum_v pt_v (log pt_v - (row_v - lse)) with the same float pt_v */
+                const float *tp = tlp + (size_t)i * vocab;
+                double dotp = 0.0;
+                for (int v = 0; v < vocab; v++)
+                    dotp += (double)tp[v] * (double)row[v];
+                double kl = tneg[i] - dotp + lse * tsum[i];
+                if (kl < 0.0)
+                    kl = 0.0; /* rounding at KL ~ 0 */
+                kls[(size_t)k * n_all + w * ns + i] = (float)kl;
+                sum_kl[k] += kl;
+                agree[k] += am == tam[i];
+                nll[k] += lse - (double)row[tokens[w * ctx + ctx / 2 + i + 1]];
+            }
+        }
+        if (progress)
+            progress(user, w + 1, nw);
+    }
+    for (int k = 0; k < n_students; k++) {
+        float *a = kls + (size_t)k * n_all;
+        qsort(a, (size_t)n_all, sizeof(float), cmp_f);
+        tq_kv_usage u;
+        tq_session_kv_bytes(ss[k], &u);
+        out[k] = (tq_kl_stats){.mean = sum_kl[k] / (double)n_all,
+                               .median = pct(a, n_all, 0.5),
+                               .p95 = pct(a, n_all, 0.95),
+                               .p99 = pct(a, n_all, 0.99),
+                               .max = a[n_all - 1],
+                               .top1 = (double)agree[k] / (double)n_all,
+                               .ppl = exp(nll[k] / (double)n_all),
+                               .n = n_all,
+                               .kv_bytes_per_token = u.bytes_per_token};
+    }
+    if (teacher_out) {
+        tq_kv_usage u;
+        tq_session_kv_bytes(ts, &u);
+        *teacher_out = (tq_kl_stats){.top1 = 1.0,
+                                     .ppl = exp(nll[n_students] / (double)n_all),
+                                     .n = n_all,
+                                     .kv_bytes_per_token = u.bytes_per_token};
+    }
+done:
+    tq_session_free(ts);
+    for (int k = 0; ss && k < n_students; k++)
+        tq_session_free(ss[k]);
+    tq_free(ss);
+    tq_free(buf);
+    tq_free(lg);
+    tq_free(tlp);
+    tq_free(tam);
+    tq_free(tneg);
+    tq_free(tsum);
+    tq_free(kls);
+    tq_free(sum_kl);
+    tq_free(nll);
+    tq_free(agree);
+    return st;
+}

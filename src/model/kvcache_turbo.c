@@ -1,0 +1,302 @@
+/* kvcache_turbo.c -- the TurboQuant KV cache: creation, append (encode only the new rows, with
+ * the constant-key-block guard), the dequantize-window reference attention, memory accounting.
+ * The fused attention kernel is in src/cpu/attn_turbo.c. See kvcache_turbo.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "kv/kv_internal.h"
+#include "model/kvcache_turbo.h"
+
+/* ---- append ---------------------------------------------------------------------------------- */
+
+/* Re-encode the K groups whose fp16 zero overflowed (SPEC A1 defect) with the safe encoding. */
+static int64_t guard_k_row(const float *x, int d, int kb, uint8_t *row)
+{
+    uint8_t *zeros = (uint8_t *)tq_kv_turbo_k_zeros(row, d, kb);
+    uint8_t *scales = (uint8_t *)tq_kv_turbo_k_scales(row, d, kb);
+    int64_t fixed = 0;
+    for (int g = 0; g < d / TQ_KV_GROUP; g++) {
+        const uint16_t z = tq_rd16(zeros + 2 * g);
+        if ((z & 0x7c00u) != 0x7c00u)
+            continue;
+        const float *xs = x + g * TQ_KV_GROUP;
+        float mn = xs[0], mx = xs[0];
+        int finite = 1;
+        for (int j = 0; j < TQ_KV_GROUP; j++) {
+            finite &= isfinite(xs[j]) != 0;
+            mn = xs[j] < mn ? xs[j] : mn;
+            mx = xs[j] > mx ? xs[j] : mx;
+        }
+        if (!finite)
+            continue; /* a non-finite input is the model's problem; keep the reference bytes */
+        const int qmax = kb == 8 ? 127 : (1 << kb) - 1;
+        const float mid = 0.5f * mn + 0.5f * mx;
+        if (kb == 8)
+            memset(row + (size_t)g * TQ_KV_GROUP, 127, TQ_KV_GROUP);
+        else
+            memset(row + (size_t)g * 4 * kb, 0xff, (size_t)4 * kb);
+        tq_wr16(zeros + 2 * g, 0);
+        tq_wr16(scales + 2 * g, tq_kv_f16(mid / (float)qmax));
+        fixed++;
+    }
+    return fixed;
+}
+
+static tq_status turbo_append(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
+                              int64_t n)
+{
+    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
+    const int hd = c->head_dim, nkv = c->n_kv_heads;
+    const tq_kv_scheme s = t->ls[il];
+    const size_t kr = t->k_rb[il], vr = t->v_rb[il];
+    float rot[TQ_KV_MAX_HEAD_DIM];
+    for (int64_t i = 0; i < n; i++)
+        for (int g = 0; g < nkv; g++) {
+            const float *ks = k + (i * nkv + g) * hd, *vs = v + (i * nkv + g) * hd;
+            uint8_t *kd = c->k[il] + ((size_t)g * c->n_ctx + (size_t)(pos + i)) * kr;
+            uint8_t *vd = c->v[il] + ((size_t)g * c->n_ctx + (size_t)(pos + i)) * vr;
+            if (s.kind == TQ_KV_TURBO && t->rot_k) {
+                tq_kv_rotate_ref(ks, hd, rot);
+                ks = rot;
+            }
+            tq_status st = tq_kv_encode_k(s, hd, TQ_DTYPE_F32, ks, 1, kd, kr, NULL);
+            if (!st)
+                st = tq_kv_encode_v(s, hd, TQ_DTYPE_F32, vs, 1, vd, vr, NULL);
+            if (st)
+                return st;
+            if (s.kind == TQ_KV_TURBO) {
+                const int64_t f = guard_k_row(ks, hd, s.k_bits, kd);
+                if (f && !t->n_safe_blocks)
+                    tq_log(TQ_LOG_WARN, "kv cache %s: a key block with a range below fp16 "
+                                        "resolution (constant block) would decode to NaN; stored "
+                                        "with the safe encoding (logged once per cache)",
+                           c->ops->name);
+                t->n_safe_blocks += f;
+            }
+        }
+    return TQ_OK;
+}
+
+/* ---- dequantize-window reference ------------------------------------------------------------- */
+
+typedef struct rjob {
+    tq_kvc_turbo *t;
+    int il;
+    const float *q;
+    int64_t n_q, pos0;
+    float *out;
+} rjob;
+
+static void ref_task(void *ctx, int ith, int nth)
+{
+    const rjob *j = ctx;
+    tq_kvc_turbo *t = j->t;
+    const tq_kvcache *c = &t->base;
+    const int hd = c->head_dim, nh = c->n_heads, group = c->n_heads / c->n_kv_heads;
+    const tq_kv_scheme s = t->ls[j->il];
+    const size_t kr = t->k_rb[j->il], vr = t->v_rb[j->il];
+    float *sc = t->rscratch + (size_t)ith * c->scratch_floats;
+    float *Kf = sc + c->n_ctx, *Vf = Kf + (size_t)c->n_ctx * hd;
+    float qr[TQ_KV_MAX_HEAD_DIM];
+    const int64_t n_win = j->pos0 + j->n_q;
+    int64_t g0, g1;
+    tq_split_range(c->n_kv_heads, ith, nth, &g0, &g1);
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t *K = c->k[j->il] + (size_t)g * c->n_ctx * kr;
+        const uint8_t *V = c->v[j->il] + (size_t)g * c->n_ctx * vr;
+        (void)tq_kv_decode_k(s, hd, K, n_win, Kf, n_win * hd, NULL);
+        (void)tq_kv_decode_v(s, hd, V, n_win, Vf, n_win * hd, NULL);
+        for (int64_t i = 0; i < j->n_q; i++) {
+            const int64_t n_keys = j->pos0 + i + 1;
+            for (int h = (int)g * group; h < ((int)g + 1) * group; h++) {
+                const float *q = j->q + (i * nh + h) * hd;
+                if (t->rot_k && s.kind == TQ_KV_TURBO) {
+                    tq_kv_rotate_ref(q, hd, qr);
+                    q = qr;
+                }
+                float mx = -INFINITY;
+                for (int64_t u = 0; u < n_keys; u++) {
+                    const float *kk = Kf + u * hd;
+                    float d = 0.0f;
+                    for (int e = 0; e < hd; e++)
+                        d += q[e] * kk[e];
+                    sc[u] = c->scale * d;
+                    mx = sc[u] > mx ? sc[u] : mx;
+                }
+                float sum = 0.0f;
+                for (int64_t u = 0; u < n_keys; u++) {
+                    sc[u] = expf(sc[u] - mx);
+                    sum += sc[u];
+                }
+                float *o = j->out + (i * nh + h) * hd;
+                memset(o, 0, (size_t)hd * sizeof(float));
+                for (int64_t u = 0; u < n_keys; u++) {
+                    const float *vv = Vf + u * hd;
+                    for (int e = 0; e < hd; e++)
+                        o[e] += sc[u] * vv[e];
+                }
+                const float inv = 1.0f / sum;
+                for (int e = 0; e < hd; e++)
+                    o[e] *= inv;
+            }
+        }
+    }
+}
+
+tq_status tq_kvc_turbo_attend_ref(tq_kvcache *c, int il, const float *q, int64_t n_q,
+                                  int64_t pos0, float *out, tq_pool *pool)
+{
+    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
+    if (!t->rscratch)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "turbo cache: reference attention needs the cache "
+                                         "created with TQ_TURBO_ATTN=ref or both");
+    rjob j = {.t = t, .il = il, .q = q, .n_q = n_q, .pos0 = pos0, .out = out};
+    tq_pool_run(c->n_threads > 1 ? pool : NULL, ref_task, &j);
+    return TQ_OK;
+}
+
+static void ref_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
+                       float *out, tq_pool *pool)
+{
+    (void)tq_kvc_turbo_attend_ref(c, il, q, n_q, pos0, out, pool);
+}
+
+/* ---- lifetime and accounting ------------------------------------------------------------------ */
+
+static void turbo_destroy(tq_kvcache *c)
+{
+    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->k)
+            tq_free(c->k[l]);
+        if (c->v)
+            tq_free(c->v[l]);
+    }
+    tq_free(c->k);
+    tq_free(c->v);
+    tq_free(t->ls);
+    tq_free(t->k_rb);
+    tq_free(t->v_rb);
+    tq_free(t->qbuf);
+    tq_free(t->part);
+    tq_free(t->fscratch);
+    tq_free(t->rscratch);
+    tq_free(t);
+}
+
+static size_t turbo_token_bytes(const tq_kvcache *c)
+{
+    const tq_kvc_turbo *t = (const tq_kvc_turbo *)(const void *)c;
+    size_t b = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        b += (t->k_rb[l] + t->v_rb[l]) * (size_t)c->n_kv_heads;
+    return b;
+}
+
+static const tq_kvc_ops turbo_fused_ops = {"turbo-fused", turbo_append, tq_kvc_turbo_attend_fused,
+                                           turbo_destroy, turbo_token_bytes};
+static const tq_kvc_ops turbo_ref_ops = {"turbo-dequant-window", turbo_append, ref_attend,
+                                         turbo_destroy, turbo_token_bytes};
+
+tq_status tq_kvcache_turbo_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
+                                  int head_dim, int64_t n_ctx, float scale, int n_threads,
+                                  const uint8_t *plain_layers, tq_kvcache **out)
+{
+    char nm[48];
+    *out = NULL;
+    tq_kv_scheme_name(scheme, nm, sizeof(nm));
+    if (scheme.kind != TQ_KV_TURBO)
+        return TQ_FAIL(TQ_E_ARG, "turbo cache: scheme %s is not a turbo scheme", nm);
+    tq_status st = tq_kv_check(scheme, head_dim);
+    if (st)
+        return st;
+    if (n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || n_ctx <= 0 ||
+        n_threads <= 0)
+        return TQ_FAIL(TQ_E_ARG, "kv cache: bad shape (layers %d, heads %d/%d, n_ctx %lld)",
+                       n_layers, n_heads, n_kv_heads, (long long)n_ctx);
+    const char *mode = getenv("TQ_TURBO_ATTN");
+    const int want_ref = mode && (!strcmp(mode, "ref") || !strcmp(mode, "both"));
+    if (mode && !want_ref && strcmp(mode, "fused"))
+        tq_log(TQ_LOG_WARN, "TQ_TURBO_ATTN='%s' is not valid (valid: fused, ref, both); using "
+                            "fused", mode);
+    tq_kvc_turbo *t = tq_calloc(1, sizeof(*t));
+    if (!t)
+        return TQ_FAIL(TQ_E_NOMEM, "kv cache: out of memory");
+    tq_kvcache *c = &t->base;
+    t->attn_ref = mode && !strcmp(mode, "ref");
+    c->ops = t->attn_ref ? &turbo_ref_ops : &turbo_fused_ops;
+    c->scheme = scheme;
+    c->n_layers = n_layers;
+    c->n_heads = n_heads;
+    c->n_kv_heads = n_kv_heads;
+    c->head_dim = head_dim;
+    c->n_ctx = n_ctx;
+    c->scale = scale;
+    c->n_threads = n_threads;
+    t->rot_k = (scheme.flags & TQ_KV_FLAG_ROTK) != 0;
+    const int hd = head_dim, group = n_heads / n_kv_heads;
+    c->k = tq_calloc((size_t)n_layers, sizeof(*c->k));
+    c->v = tq_calloc((size_t)n_layers, sizeof(*c->v));
+    t->ls = tq_calloc((size_t)n_layers, sizeof(*t->ls));
+    t->k_rb = tq_calloc((size_t)n_layers, sizeof(size_t));
+    t->v_rb = tq_calloc((size_t)n_layers, sizeof(size_t));
+    if (!c->k || !c->v || !t->ls || !t->k_rb || !t->v_rb)
+        goto nomem;
+    int n_plain = 0;
+    for (int l = 0; l < n_layers; l++) {
+        tq_kv_scheme s = {.kind = TQ_KV_TURBO, .k_bits = scheme.k_bits, .v_bits = scheme.v_bits};
+        if ((scheme.flags & TQ_KV_FLAG_EDGE8) && (l == 0 || l == n_layers - 1))
+            s.k_bits = s.v_bits = 8;
+        if (plain_layers && plain_layers[l]) {
+            s = (tq_kv_scheme){.kind = TQ_KV_BF16};
+            n_plain++;
+        }
+        t->ls[l] = s;
+        if ((st = tq_kv_row_bytes(s, hd, &t->k_rb[l], &t->v_rb[l])))
+            goto fail;
+        size_t pk, pv;
+        if (!tq_mul_ok((size_t)n_kv_heads * (size_t)n_ctx, t->k_rb[l], &pk) ||
+            !tq_mul_ok((size_t)n_kv_heads * (size_t)n_ctx, t->v_rb[l], &pv))
+            goto nomem;
+        if (!(c->k[l] = tq_aligned_alloc(pk)) || !(c->v[l] = tq_aligned_alloc(pv)))
+            goto nomem;
+    }
+    if (n_plain)
+        tq_log(TQ_LOG_WARN, "kv cache %s: %d sliding-window layer%s kept unquantized (bf16)", nm,
+               n_plain, n_plain > 1 ? "s" : "");
+    c->k_row_bytes = t->k_rb[n_layers / 2];
+    c->v_row_bytes = t->v_rb[n_layers / 2];
+    /* fused: per thread 2 decoded key blocks + scores + one query block's states */
+    const size_t stride = (size_t)hd + 2;
+    size_t ff = 2 * (size_t)TQ_TURBO_KB * hd + TQ_TURBO_KB + (size_t)TQ_TURBO_QB * group * stride;
+    ff = (ff + 15) & ~(size_t)15;
+    t->fused_floats = ff;
+    const size_t n_ch = (size_t)((n_ctx + TQ_TURBO_KC - 1) / TQ_TURBO_KC);
+    t->part_floats = (size_t)n_kv_heads * n_ch * TQ_TURBO_QD * group * stride;
+    size_t qb = (size_t)TQ_TURBO_QMAX * n_heads * hd, fb, rb;
+    if (!tq_mul_ok(ff * sizeof(float), (size_t)n_threads, &fb))
+        goto nomem;
+    t->fscratch = tq_aligned_alloc(fb);
+    t->part = tq_aligned_alloc(t->part_floats * sizeof(float));
+    t->qbuf = tq_aligned_alloc(qb * sizeof(float));
+    if (!t->fscratch || !t->part || !t->qbuf)
+        goto nomem;
+    if (want_ref) {
+        size_t sf = (size_t)n_ctx * (1 + 2 * (size_t)hd);
+        sf = (sf + 15) & ~(size_t)15;
+        c->scratch_floats = sf;
+        if (!tq_mul_ok(sf * sizeof(float), (size_t)n_threads, &rb) ||
+            !(t->rscratch = tq_aligned_alloc(rb)))
+            goto nomem;
+    }
+    *out = c;
+    return TQ_OK;
+nomem:
+    st = TQ_FAIL(TQ_E_NOMEM, "kv cache: out of memory for %lld tokens of %s", (long long)n_ctx,
+                 nm);
+fail:
+    turbo_destroy(c);
+    return st;
+}
