@@ -59,8 +59,9 @@ PYEOF
 }
 
 tmp=""
-cleanup() { [ -n "$tmp" ] && rm -rf "$tmp"; }
-trap cleanup EXIT INT TERM
+cleanup() { if [ -n "$tmp" ]; then rm -rf "$tmp"; fi; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 get_smollm2() {
     if have "$SMOL_FILE" "$SMOL_SHA"; then
