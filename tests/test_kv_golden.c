@@ -11,6 +11,8 @@
  * (src/cpu/kv_cpu.h: scalar, avx2, avx512) is run in-process the same way and must also write
  * the scalar reference's bytes; the public API uses the ISA chosen by TQ_CPU (kv_golden.cmake
  * also runs the test with TQ_CPU=scalar and TQ_CPU=avx2; an ISA the CPU lacks is skipped).
+ * Rows exactly representable in f16/bf16 are also encoded from those input types (SPEC A1 upcasts
+ * them to fp32 first) and must give the same golden result.
  *
  * The only differences allowed are the ones the generator flagged, each printed with its reason:
  *   - V group where MLX-CPU powf(y,2) (the reference on CPU) and the spec's y*y give a different
