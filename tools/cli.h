@@ -23,6 +23,7 @@ int cli_is_help(int argc, char **argv);
 /* Subcommands (tools/cmd_*.c). */
 int cmd_default(int argc, char **argv);
 int cmd_kv_bench(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_kv_bench_cuda(int argc, char **argv); /* tq kv-bench --cuda (tools/cmd_kv_bench_cuda.c) */
 int cmd_inspect(int argc, char **argv);
 

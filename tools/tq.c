@@ -13,6 +13,7 @@ static int cmd_version(int argc, char **argv);
 /* One line per command; keep sorted by how often people need them. */
 static const command commands[] = {
     {"inspect", cmd_inspect, "model file: architecture, tokenizer, metadata, tensor table (--json)"},
+    {"tokenize", cmd_tokenize, "text -> token ids with a tokenizer.json or GGUF vocabulary"},
     {"kv-bench", cmd_kv_bench, "KV codec throughput and round-trip quality per scheme and ISA"},
     {"version", cmd_version, "library version, CPU kernels in use, CUDA devices"},
 };
