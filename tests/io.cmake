@@ -7,3 +7,14 @@ add_test(NAME test_io_st_python COMMAND sh -c
     "TQ_IO_KEEP=$0/st_python $<TARGET_FILE:test_io_st_write> && python3 scripts/io_ref/check_st_written.py $0/st_python"
     ${CMAKE_CURRENT_BINARY_DIR} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_io_st_python PROPERTIES LABELS slow SKIP_RETURN_CODE 77)
+# Fuzz corpora replayed by the fuzz targets' own code in the normal build (fuzz/regression_main.c).
+foreach(t gguf safetensors tokenizer_json)
+    add_executable(fuzz_replay_${t} ${PROJECT_SOURCE_DIR}/fuzz/fuzz_${t}.c
+        ${PROJECT_SOURCE_DIR}/fuzz/regression_main.c)
+    target_compile_options(fuzz_replay_${t} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+    target_compile_definitions(fuzz_replay_${t} PRIVATE _GNU_SOURCE)
+    target_link_libraries(fuzz_replay_${t} PRIVATE turboquant)
+    add_test(NAME fuzz_replay_${t} COMMAND fuzz_replay_${t} ${PROJECT_SOURCE_DIR}/fuzz/corpus/${t}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(fuzz_replay_${t} PROPERTIES LABELS "fast;fuzz" TIMEOUT 120)
+endforeach()
