@@ -33,6 +33,15 @@ test)
     timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/racecheck.log" 2>&1
     echo "racecheck rc=$?"; tail -3 "$out/racecheck.log"
     ;;
+main)
+    timeout 300 $B/test_cuda_kv; echo "test rc=$?"
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/sanitizer.log" 2>&1
+    echo "memcheck rc=$?"; tail -2 "$out/sanitizer.log"
+    timeout 200 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
+        --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --csv "$out/kv_bench_d128.csv"; echo "bench rc=$?"
+    timeout 120 python3 bench/cuda/sdpa_bench.py --head-dim 128 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 20 --csv "$out/sdpa_d128.csv"; echo "sdpa rc=$?"
+    ;;
 bench)
     for d in 128 64 256; do
         ctx=1024,4096,16384,32768,65536,131072

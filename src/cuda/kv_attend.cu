@@ -3,28 +3,33 @@
 // Grid (split, kv_head * row_block, batch); 4 warps per block; each warp streams its own tiles
 // of TT tokens (K and V rows, exactly the codec's bytes) global -> shared with cp.async (two
 // stages), then per tile:
-//   S[8 rows x TT] = Q[rows x d] . K^T     mma.m16n8k16 f16 -> f32; rows = query heads of the
-//        kv head's group x query tokens (<= 8 per row block; M padded to 16). K integers (turbo
-//        k8/k4, kv8/kv4) are exact in fp16 and Q is split hi + lo, so Q.K has ~fp32 accuracy;
-//        per-(token, group) scale and zero are applied to the group's fp32 partial dot:
-//        s += a * dot + c * sum(Q over the group)   (turbo: a = scale, c = zero*scale;
-//        kv8/kv4: a = scale, c = bias).
-//   online softmax in the exp2 domain (Q pre-scaled by scale*log2 e), then
-//   O^T[d x 8] += V^T[d x 16] . P^T[16 x 8]   V dequantized to fp16 in registers: turbo values
-//        stay in the ROTATED domain (C[idx] * scale); the inverse FWHT runs once per output row
-//        in the reduce kernel (deferred, exact by linearity).
-// The K tile is decoded once for all query rows of the group (they share the B operand).
+//   S[8 rows x TT] = Q[rows x d] . K^T; rows = query heads of the kv head's group x query tokens
+//     (<= 8 per row block; the MMA's M is padded to 16). The K tile is read once for all rows.
+//     - integer codes (turbo k8/k4/k2/k5, kv8/kv4): int8 tensor cores (mma m16n8k32 s8 x s8|u8)
+//       straight on the stored bytes; Q is quantized per (row, 32-group) to 16-bit fixed point
+//       and split into int8 hi and lo (two exact integer MMAs, ~2^-15 of the group's max |q|);
+//       per (token, group): s += scale * qs * (256 hi + lo) + c * sum(q over the group), with
+//       c = zero * scale (turbo) or bias (kv8/kv4), i.e. exactly the decoded row's dot product.
+//     - bf16 / f16 rows: bf16 / f16 MMA on the stored halves, Q split hi + lo (~fp32).
+//   online softmax in the exp2 domain (Q pre-scaled by scale * log2 e), then
+//   O^T[d x 8] += V^T[d x 16] . P^T[16 x 8]: V decoded to fp16 pairs in registers (turbo <= 4
+//     bits: one shared-memory lookup gives (C[i_t], C[i_t']) for two tokens, times their fp16
+//     scales); turbo values stay in the ROTATED domain; the inverse FWHT runs once per output
+//     row in the reduce kernel (deferred, exact by linearity). bf16 rows: bf16 MMA with P hi+lo.
 // Each block merges its warps and writes one partial (m, l, O) per row; the reduce kernel merges
 // the splits, normalises, un-rotates (turbo) and writes fp32 outputs.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 
 #include "cuda/kv_cuda.cuh"
 
+#pragma nv_diag_suppress 177 // trait members unused by some instantiations
+
 namespace {
 
-constexpr int NW = 4;               // warps per block
-constexpr int STAGE_BYTES = 12288;  // target bytes of one warp stage (K + V rows)
+constexpr int NW = 4;              // warps per block
+constexpr int STAGE_BYTES = 8192;  // target bytes of one warp stage (K + V rows)
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ float d_signs[64 + 128 + 256];
@@ -42,19 +47,46 @@ struct Tr {
     static constexpr int STAGE = K_TILE + V_TILE;
     static constexpr int SMEM_PIPE = NW * 2 * STAGE;
     static constexpr int SMEM_MERGE = NW * 8 * (D + 2) * 4;
-    static constexpr int SMEM = (SMEM_PIPE > SMEM_MERGE ? SMEM_PIPE : SMEM_MERGE) + 256 * 4;
-    static constexpr bool K_AFFINE = FAM == TQC_TURBO || FAM == TQC_AFF;
+    static constexpr int SMEM = SMEM_PIPE > SMEM_MERGE ? SMEM_PIPE : SMEM_MERGE;
+    static constexpr bool QK_INT = FAM == TQC_TURBO || FAM == TQC_AFF;
+    static constexpr bool PV_LUT2 = FAM == TQC_TURBO && VB <= 4;
+    static constexpr bool PV_U8 = FAM == TQC_AFF && VB == 8;
+    static constexpr bool BF = FAM == TQC_BF16;
     static constexpr int NG = D / 32;  // 32-groups
     static constexpr int ND = D / 8;   // V dims per thread
+    static constexpr int LUT2 = PV_LUT2 ? 1 << (2 * VB) : 1;
     static_assert(K_ROW % 4 == 0 && V_ROW % 4 == 0, "rows must be 4-byte multiples");
 };
 
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                  "{%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D = A(s8, rows g / g+8) . B(s8 or u8) with zero accumulator; only rows g (c0, c1) are used.
+template <bool BU8>
+__device__ __forceinline__ void imma(int c[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1)
+{
+    const uint32_t z = 0;
+    if (BU8)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%10,%10,%10,%10};\n"
+                     : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                     : "r"(a0), "r"(z), "r"(a2), "r"(z), "r"(b0), "r"(b1), "r"(z));
+    else
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%10,%10,%10,%10};\n"
+                     : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                     : "r"(a0), "r"(z), "r"(a2), "r"(z), "r"(b0), "r"(b1), "r"(z));
 }
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h)
@@ -68,6 +100,15 @@ __device__ __forceinline__ __half2 bits_h2(uint32_t u)
 __device__ __forceinline__ uint32_t pack_f2(float lo, float hi)
 {
     return h2_bits(__floats2half2_rn(lo, hi));
+}
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
+{
+    __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&b);
+}
+__device__ __forceinline__ float2 unpack_bf2(uint32_t u)
+{
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
 }
 __device__ __forceinline__ float f16f(uint16_t h)
 {
@@ -98,7 +139,7 @@ __device__ __forceinline__ void cp_wait()
 }
 
 // Bits [bit0, bit0 + NBITS) of a 4-byte aligned byte stream, as little-endian words aligned so
-// that the first wanted bit is bit 0 of out[0].
+// that the first wanted bit is bit 0 of w[0].
 template <int NBITS>
 struct Bits {
     static constexpr int NW_OUT = (NBITS + 31) / 32;
@@ -115,129 +156,65 @@ struct Bits {
         for (int k = 0; k < NW_OUT; k++)
             w[k] = __funnelshift_r(raw[k], raw[k + 1], sh);
     }
+    // bits [b, b + B) (b, B compile-time after unrolling) shifted so that they land at bit `at`.
     template <int B>
-    __device__ __forceinline__ uint32_t get(int i) const // i compile-time after unrolling
+    __device__ __forceinline__ uint32_t field(int b, int at) const
     {
-        const int b = i * B;
         const int k = b >> 5, s = b & 31;
-        uint32_t v = w[k] >> s;
+        uint32_t v;
         if (s + B > 32 && k + 1 < NW_OUT)
-            v |= w[k + 1] << (32 - s);
-        return v & ((1u << B) - 1u);
+            v = __funnelshift_r(w[k], w[k + 1], s);
+        else
+            v = w[k] >> s;
+        return (v & ((1u << B) - 1u)) << at;
+    }
+    template <int B>
+    __device__ __forceinline__ uint32_t get(int i) const
+    {
+        return field<B>(i * B, 0);
     }
 };
 
-// K slots of one thread for one token and one 32-group: 8 consecutive dims 32*grp + 8*tig + 0..7
-// as 4 half2 registers, slot s = dims (2s, 2s+1). Integer codes are exact in fp16.
-template <int D, int FAM, int KB>
-__device__ __forceinline__ void k_slots(const uint8_t *row, int grp, int tig, uint32_t h[4])
+// Byte-slot permutation of the 8 dims a thread feeds to one 32-group of the int8 Q.K MMA:
+// slot k (k < 4: B register 0 byte k; k >= 4: register 1 byte k-4) holds local dim perm(k).
+template <int FAM, int KB>
+__device__ __forceinline__ constexpr int k_perm(int k)
 {
-    if constexpr (FAM == TQC_F16) {
-        const uint4 v = *reinterpret_cast<const uint4 *>(row + 2 * (32 * grp + 8 * tig));
-        h[0] = v.x; h[1] = v.y; h[2] = v.z; h[3] = v.w;
-    } else if constexpr (FAM == TQC_BF16) {
-        const uint4 v = *reinterpret_cast<const uint4 *>(row + 2 * (32 * grp + 8 * tig));
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int s = 0; s < 4; s++)
-            h[s] = pack_f2(__uint_as_float(w[s] << 16), __uint_as_float(w[s] & 0xffff0000u));
-    } else if constexpr (FAM == TQC_TURBO && KB == 8) { // signed int8
-        const uint32_t x0 = lds_u32(row + 32 * grp + 8 * tig) ^ 0x80808080u;
-        const uint32_t x1 = lds_u32(row + 32 * grp + 8 * tig + 4) ^ 0x80808080u;
-        const __half2 off = __half2half2(__ushort_as_half(0x6480)); // 1152
-        h[0] = h2_bits(__hsub2(bits_h2(__byte_perm(x0, 0x64646464u, 0x4140)), off));
-        h[1] = h2_bits(__hsub2(bits_h2(__byte_perm(x0, 0x64646464u, 0x4342)), off));
-        h[2] = h2_bits(__hsub2(bits_h2(__byte_perm(x1, 0x64646464u, 0x4140)), off));
-        h[3] = h2_bits(__hsub2(bits_h2(__byte_perm(x1, 0x64646464u, 0x4342)), off));
-    } else if constexpr (KB == 8) { // unsigned 8 (kv8)
-        uint2 v;
-        v.x = lds_u32(row + 32 * grp + 8 * tig);
-        v.y = lds_u32(row + 32 * grp + 8 * tig + 4);
-        const __half2 off = __half2half2(__ushort_as_half(0x6400)); // 1024
-        h[0] = h2_bits(__hsub2(bits_h2(__byte_perm(v.x, 0x64646464u, 0x4140)), off));
-        h[1] = h2_bits(__hsub2(bits_h2(__byte_perm(v.x, 0x64646464u, 0x4342)), off));
-        h[2] = h2_bits(__hsub2(bits_h2(__byte_perm(v.y, 0x64646464u, 0x4140)), off));
-        h[3] = h2_bits(__hsub2(bits_h2(__byte_perm(v.y, 0x64646464u, 0x4342)), off));
-    } else { // unsigned 2/4/5 bits
+    return (KB == 4) ? (k < 4 ? 2 * k : 2 * (k - 4) + 1) : k;
+}
+
+// The thread's 8 K codes of one token and one 32-group (dims 32*grp + 8*tig + 0..7) as two
+// registers of 4 bytes, slot order k_perm.
+template <int D, int FAM, int KB>
+__device__ __forceinline__ void k_bytes(const uint8_t *row, int grp, int tig, uint32_t &b0, uint32_t &b1)
+{
+    if constexpr (KB == 8) {
+        b0 = lds_u32(row + 32 * grp + 8 * tig);
+        b1 = lds_u32(row + 32 * grp + 8 * tig + 4);
+    } else if constexpr (KB == 4) {
+        const uint32_t w = lds_u32(row + 16 * grp + 4 * tig);
+        b0 = w & 0x0f0f0f0fu;         // dims 0, 2, 4, 6
+        b1 = (w >> 4) & 0x0f0f0f0fu;  // dims 1, 3, 5, 7
+    } else { // 2 or 5 bits: generic
         Bits<8 * KB> bb;
         bb.load(row, (32 * grp + 8 * tig) * KB);
-        const __half2 off = __half2half2(__ushort_as_half(0x6400));
+        b0 = b1 = 0;
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-            const uint32_t e0 = bb.template get<KB>(2 * s), e1 = bb.template get<KB>(2 * s + 1);
-            h[s] = h2_bits(__hsub2(bits_h2(0x64006400u | e0 | (e1 << 16)), off));
+        for (int k = 0; k < 4; k++) {
+            b0 |= bb.template get<KB>(k) << (8 * k);
+            b1 |= bb.template get<KB>(k + 4) << (8 * k);
         }
     }
 }
-
-// Affine factors of a K row for 32-group grp: value = q * a + c.
-template <int D, int FAM, int KB>
-__device__ __forceinline__ void k_affine(const uint8_t *row, int grp, float &a, float &c)
-{
-    if constexpr (FAM == TQC_TURBO) {
-        const uint8_t *sc = row + D * KB / 8;
-        a = f16f(lds_u16(sc + 2 * grp));
-        c = f16f(lds_u16(sc + 2 * (D / 32) + 2 * grp)) * a;
-    } else {
-        const uint8_t *sc = row + D * KB / 8;
-        a = f16f(lds_u16(sc + 2 * (grp >> 1)));
-        c = f16f(lds_u16(sc + 2 * (D / 64) + 2 * (grp >> 1)));
-    }
-}
-
-// V values of one token for this thread's ND dims [g*ND, g*ND + ND), decoded lazily per pair.
-template <int D, int FAM, int VB>
-struct VRow {
-    static constexpr int ND = D / 8;
-    static constexpr int NBITS = FAM == TQC_F16 || FAM == TQC_BF16 ? 16 * ND : VB * ND;
-    Bits<NBITS> bits;
-    float s, m; // turbo: scale; affine: scale, bias
-    bool ok;
-    __device__ __forceinline__ void load(const uint8_t *row, int g, bool valid)
-    {
-        ok = valid;
-        if constexpr (FAM == TQC_F16 || FAM == TQC_BF16) {
-#pragma unroll
-            for (int k = 0; k < NBITS / 32; k++)
-                bits.w[k] = lds_u32(row + 2 * g * ND + 4 * k);
-            s = 1.0f;
-            m = 0.0f;
-        } else {
-            bits.load(row, g * ND * VB);
-            const uint8_t *sc = row + D * VB / 8;
-            if constexpr (FAM == TQC_TURBO) {
-                s = f16f(lds_u16(sc + 2 * ((g * ND) / 32)));
-                m = 0.0f;
-            } else {
-                s = f16f(lds_u16(sc + 2 * ((g * ND) / 64)));
-                m = f16f(lds_u16(sc + 2 * (D / 64) + 2 * ((g * ND) / 64)));
-            }
-        }
-    }
-    // fp32 value of local dim i.
-    __device__ __forceinline__ float val(int i, const float *lut) const
-    {
-        if constexpr (FAM == TQC_F16) {
-            const uint32_t w = bits.w[i >> 1];
-            return f16f((uint16_t)((i & 1) ? (w >> 16) : (w & 0xffffu)));
-        } else if constexpr (FAM == TQC_BF16) {
-            const uint32_t w = bits.w[i >> 1];
-            return __uint_as_float((i & 1) ? (w & 0xffff0000u) : (w << 16));
-        } else if constexpr (FAM == TQC_TURBO) {
-            return lut[bits.template get<VB>(i)] * s;
-        } else {
-            return (float)bits.template get<VB>(i) * s + m;
-        }
-    }
-};
 
 template <int D, int FAM, int KB, int VB>
-__global__ void __launch_bounds__(NW * 32) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
+__global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : 3) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
 {
     using T = Tr<D, FAM, KB, VB>;
     constexpr int TT = T::TT, NG = T::NG, ND = T::ND, NT = TT / 8;
     extern __shared__ __align__(16) uint8_t smem[];
-    float *lut = reinterpret_cast<float *>(smem + (T::SMEM - 256 * 4));
+    __shared__ uint32_t lut2[T::LUT2]; // (C[i0], C[i1]) half2, index i0 | i1 << VB
+    __shared__ float lut1[FAM == TQC_TURBO ? 1 << VB : 1];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, tig = lane & 3;
@@ -245,72 +222,110 @@ __global__ void __launch_bounds__(NW * 32) attend_kernel(tqc_attend_args a, int 
     const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
 
     if constexpr (FAM == TQC_TURBO) {
+        constexpr int off = VB == 2 ? 0 : VB == 3 ? 4 : VB == 4 ? 12 : VB == 5 ? 28 : 60;
         for (int i = threadIdx.x; i < (1 << VB); i += blockDim.x)
-            lut[i] = d_cent[(VB == 2 ? 0 : VB == 3 ? 4 : VB == 4 ? 12 : VB == 5 ? 28 : 60) + i];
+            lut1[i] = d_cent[off + i];
+        if constexpr (T::PV_LUT2)
+            for (int i = threadIdx.x; i < T::LUT2; i += blockDim.x)
+                lut2[i] = pack_f2(d_cent[off + (i & ((1 << VB) - 1))], d_cent[off + (i >> VB)]);
         __syncthreads();
     }
 
-    // ---- this thread's query row (row g of the row block) as hi/lo fp16 slots + group sums
+    // ---- this thread's query row (row g of the row block)
     const int r = rb * 8 + g;
     const bool row_ok = r < R;
     const int qi = row_ok ? r / G : 0;
     const int head = h * G + (row_ok ? r % G : 0);
     const int64_t lim = row_ok ? a.len - a.n_q + qi + 1 : 0; // tokens [0, lim) visible
-    uint32_t qh[NG][4], ql[NG][4];
-    float qsum[NG];
+    // QK_INT: qa[grp][0..3] = hi reg0, hi reg2, lo reg0, lo reg2 (int8 x4); qs = step; qsum.
+    // f16/bf16: qa[grp][0..3] hi slots, ql[grp][0..3] lo slots.
+    uint32_t qa[NG][4], ql[NG][T::QK_INT ? 1 : 4];
+    float qs[NG], qsum[NG];
     {
         const float *qp = a.q + (((int64_t)b * a.n_q + qi) * a.n_heads + head) * D;
-        const float qs = a.scale * LOG2E;
+        const float sc = a.scale * LOG2E;
 #pragma unroll
         for (int grp = 0; grp < NG; grp++) {
             float x[8];
             if (row_ok) {
                 const float4 v0 = *reinterpret_cast<const float4 *>(qp + 32 * grp + 8 * tig);
                 const float4 v1 = *reinterpret_cast<const float4 *>(qp + 32 * grp + 8 * tig + 4);
-                x[0] = v0.x; x[1] = v0.y; x[2] = v0.z; x[3] = v0.w;
-                x[4] = v1.x; x[5] = v1.y; x[6] = v1.z; x[7] = v1.w;
+                x[0] = v0.x * sc; x[1] = v0.y * sc; x[2] = v0.z * sc; x[3] = v0.w * sc;
+                x[4] = v1.x * sc; x[5] = v1.y * sc; x[6] = v1.z * sc; x[7] = v1.w * sc;
             } else {
 #pragma unroll
                 for (int k = 0; k < 8; k++)
                     x[k] = 0.0f;
             }
-            float sum = 0.0f;
+            float sum = 0.0f, mx = 0.0f;
 #pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const float x0 = x[2 * s] * qs, x1 = x[2 * s + 1] * qs;
-                const __half2 hi = __floats2half2_rn(x0, x1);
-                const float2 hf = __half22float2(hi);
-                qh[grp][s] = h2_bits(hi);
-                ql[grp][s] = pack_f2(x0 - hf.x, x1 - hf.y);
-                sum += x0 + x1;
+            for (int k = 0; k < 8; k++) {
+                sum += x[k];
+                mx = fmaxf(mx, fabsf(x[k]));
             }
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             qsum[grp] = sum;
+            if constexpr (T::QK_INT) {
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float step = mx > 0.0f ? mx / 32639.0f : 0.0f;
+                const float inv = mx > 0.0f ? 32639.0f / mx : 0.0f;
+                qs[grp] = step;
+                uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    int q = __float2int_rn(x[k_perm<FAM, KB>(k)] * inv);
+                    q = q > 32639 ? 32639 : q < -32639 ? -32639 : q;
+                    const int qh = (q + 128) >> 8, qlo = q - qh * 256;
+                    hi[k >> 2] |= (uint32_t)(qh & 0xff) << (8 * (k & 3));
+                    lo[k >> 2] |= (uint32_t)(qlo & 0xff) << (8 * (k & 3));
+                }
+                qa[grp][0] = hi[0];
+                qa[grp][1] = hi[1];
+                qa[grp][2] = lo[0];
+                qa[grp][3] = lo[1];
+            } else {
+                qs[grp] = 0.0f;
+#pragma unroll
+                for (int s = 0; s < 4; s++) {
+                    const float x0 = x[2 * s], x1 = x[2 * s + 1];
+                    if constexpr (T::BF) {
+                        qa[grp][s] = pack_bf2(x0, x1);
+                        const float2 hf = unpack_bf2(qa[grp][s]);
+                        ql[grp][s] = pack_bf2(x0 - hf.x, x1 - hf.y);
+                    } else {
+                        const __half2 hi = __floats2half2_rn(x0, x1);
+                        const float2 hf = __half22float2(hi);
+                        qa[grp][s] = h2_bits(hi);
+                        ql[grp][s] = pack_f2(x0 - hf.x, x1 - hf.y);
+                    }
+                }
+            }
         }
     }
 
     // ---- token range of this block and this warp's tiles
-    int64_t nmax = a.len; // max visible over rows = len (last query sees everything)
     const int64_t t_begin = (int64_t)split * chunk;
-    const int64_t t_end = t_begin + chunk < nmax ? t_begin + chunk : nmax;
+    const int64_t t_end = t_begin + chunk < a.len ? t_begin + chunk : a.len;
     const int n_tiles = t_begin < t_end ? (int)((t_end - t_begin + TT - 1) / TT) : 0;
     const int64_t head_row0 = ((int64_t)b * a.n_kv_heads + h) * a.cap;
     const uint8_t *kg = a.k + head_row0 * T::K_ROW;
     const uint8_t *vg = a.v + head_row0 * T::V_ROW;
-    uint8_t *stage[2] = {smem + (warp * 2 + 0) * T::STAGE, smem + (warp * 2 + 1) * T::STAGE};
+    uint8_t *const stage0 = smem + (warp * 2) * T::STAGE;
 
-    auto issue = [&](int it, int buf) {
+    auto issue = [&](int it) {
         const int tile = warp + it * NW;
         if (tile < n_tiles) {
+            uint8_t *st = stage0 + (it & 1) * T::STAGE;
             const int64_t t0 = t_begin + (int64_t)tile * TT;
             const int n = (int)(t_end - t0 < TT ? t_end - t0 : TT);
             const int kbytes = (n * T::K_ROW + 15) & ~15, vbytes = (n * T::V_ROW + 15) & ~15;
             const uint8_t *ks = kg + t0 * T::K_ROW, *vs = vg + t0 * T::V_ROW;
             for (int o = lane * 16; o < kbytes; o += 32 * 16)
-                cp_async16(stage[buf] + o, ks + o);
+                cp_async16(st + o, ks + o);
             for (int o = lane * 16; o < vbytes; o += 32 * 16)
-                cp_async16(stage[buf] + T::K_TILE + o, vs + o);
+                cp_async16(st + T::K_TILE + o, vs + o);
         }
         cp_commit();
     };
@@ -322,65 +337,76 @@ __global__ void __launch_bounds__(NW * 32) attend_kernel(tqc_attend_args a, int 
         o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
 
     const int my_tiles = n_tiles > warp ? (n_tiles - warp + NW - 1) / NW : 0;
-    issue(0, 0);
-    issue(1, 1);
+    issue(0);
+    issue(1);
     for (int it = 0; it < my_tiles; it++) {
-        const int buf = it & 1;
         cp_wait<1>();
         __syncwarp();
-        const uint8_t *ks = stage[buf], *vs = stage[buf] + T::K_TILE;
+        const uint8_t *ks = stage0 + (it & 1) * T::STAGE, *vs = ks + T::K_TILE;
         const int64_t t0 = t_begin + (int64_t)(warp + it * NW) * TT;
         const int nvalid = (int)(t_end - t0 < TT ? t_end - t0 : TT);
 
-        // S = Q K^T for the tile: n-tile j covers tokens 8j..8j+7; this thread's B token is 8j+g,
-        // its C tokens 8j+2tig+{0,1}.
+        // S = Q K^T: n-tile j covers tokens 8j..8j+7; this thread's B token is 8j+g, its C
+        // tokens 8j+2tig+{0,1}.
         float sc[NT][2];
 #pragma unroll
         for (int j = 0; j < NT; j++) {
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             const uint8_t *rowB = ks + (8 * j + g) * T::K_ROW;
-            if constexpr (T::K_AFFINE) {
+            float s0 = 0.0f, s1 = 0.0f;
+            if constexpr (T::QK_INT) {
                 const uint8_t *rowC0 = ks + (8 * j + 2 * tig) * T::K_ROW;
                 const uint8_t *rowC1 = rowC0 + T::K_ROW;
+                const uint8_t *sc0 = rowC0 + D * KB / 8, *sc1 = rowC1 + D * KB / 8;
+                constexpr int NA = FAM == TQC_TURBO ? NG : D / 64; // affine groups
 #pragma unroll
                 for (int grp = 0; grp < NG; grp++) {
-                    uint32_t kh[4];
-                    k_slots<D, FAM, KB>(rowB, grp, tig, kh);
-                    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    const uint32_t a0[4] = {qh[grp][0], 0u, qh[grp][1], 0u};
-                    const uint32_t a1[4] = {ql[grp][0], 0u, ql[grp][1], 0u};
-                    const uint32_t a2[4] = {qh[grp][2], 0u, qh[grp][3], 0u};
-                    const uint32_t a3[4] = {ql[grp][2], 0u, ql[grp][3], 0u};
-                    mma16816(cg, a0, kh[0], kh[1]);
-                    mma16816(cg, a1, kh[0], kh[1]);
-                    mma16816(cg, a2, kh[2], kh[3]);
-                    mma16816(cg, a3, kh[2], kh[3]);
-                    float sa0, sc0, sa1, sc1;
-                    k_affine<D, FAM, KB>(rowC0, grp, sa0, sc0);
-                    k_affine<D, FAM, KB>(rowC1, grp, sa1, sc1);
-                    acc[0] += sa0 * cg[0] + sc0 * qsum[grp];
-                    acc[1] += sa1 * cg[1] + sc1 * qsum[grp];
+                    uint32_t b0, b1;
+                    k_bytes<D, FAM, KB>(rowB, grp, tig, b0, b1);
+                    int ch[4], cl[4];
+                    constexpr bool U8 = !(FAM == TQC_TURBO && KB == 8);
+                    imma<U8>(ch, qa[grp][0], qa[grp][1], b0, b1);
+                    imma<U8>(cl, qa[grp][2], qa[grp][3], b0, b1);
+                    const int ag = FAM == TQC_TURBO ? grp : grp >> 1;
+                    const float a0 = f16f(lds_u16(sc0 + 2 * ag)), a1 = f16f(lds_u16(sc1 + 2 * ag));
+                    float c0 = f16f(lds_u16(sc0 + 2 * NA + 2 * ag)), c1 = f16f(lds_u16(sc1 + 2 * NA + 2 * ag));
+                    if constexpr (FAM == TQC_TURBO) {
+                        c0 *= a0;
+                        c1 *= a1;
+                    }
+                    const float x0 = (float)(ch[0] * 256 + cl[0]) * qs[grp];
+                    const float x1 = (float)(ch[1] * 256 + cl[1]) * qs[grp];
+                    s0 = fmaf(a0, x0, fmaf(c0, qsum[grp], s0));
+                    s1 = fmaf(a1, x1, fmaf(c1, qsum[grp], s1));
                 }
             } else {
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int grp = 0; grp < NG; grp++) {
-                    uint32_t kh[4];
-                    k_slots<D, FAM, KB>(rowB, grp, tig, kh);
-                    const uint32_t a0[4] = {qh[grp][0], 0u, qh[grp][1], 0u};
+                    const uint4 kv = *reinterpret_cast<const uint4 *>(rowB + 2 * (32 * grp + 8 * tig));
+                    const uint32_t a0[4] = {qa[grp][0], 0u, qa[grp][1], 0u};
                     const uint32_t a1[4] = {ql[grp][0], 0u, ql[grp][1], 0u};
-                    const uint32_t a2[4] = {qh[grp][2], 0u, qh[grp][3], 0u};
+                    const uint32_t a2[4] = {qa[grp][2], 0u, qa[grp][3], 0u};
                     const uint32_t a3[4] = {ql[grp][2], 0u, ql[grp][3], 0u};
-                    mma16816(acc, a0, kh[0], kh[1]);
-                    mma16816(acc, a1, kh[0], kh[1]);
-                    mma16816(acc, a2, kh[2], kh[3]);
-                    mma16816(acc, a3, kh[2], kh[3]);
+                    if constexpr (T::BF) {
+                        mma_bf16(acc, a0, kv.x, kv.y);
+                        mma_bf16(acc, a1, kv.x, kv.y);
+                        mma_bf16(acc, a2, kv.z, kv.w);
+                        mma_bf16(acc, a3, kv.z, kv.w);
+                    } else {
+                        mma_f16(acc, a0, kv.x, kv.y);
+                        mma_f16(acc, a1, kv.x, kv.y);
+                        mma_f16(acc, a2, kv.z, kv.w);
+                        mma_f16(acc, a3, kv.z, kv.w);
+                    }
                 }
+                s0 = acc[0];
+                s1 = acc[1];
             }
             const int64_t tc = t0 + 8 * j + 2 * tig;
             const bool v0 = 8 * j + 2 * tig < nvalid && tc < lim;
             const bool v1 = 8 * j + 2 * tig + 1 < nvalid && tc + 1 < lim;
-            sc[j][0] = v0 ? acc[0] : -INFINITY;
-            sc[j][1] = v1 ? acc[1] : -INFINITY;
+            sc[j][0] = v0 ? s0 : -INFINITY;
+            sc[j][1] = v1 ? s1 : -INFINITY;
         }
         // online softmax (row g; the 4 lanes of a row hold disjoint tokens)
         float mt = m_run;
@@ -393,15 +419,21 @@ __global__ void __launch_bounds__(NW * 32) attend_kernel(tqc_attend_args a, int 
         const float alpha = exp2f(m_run - mref); // m_run = -inf -> 0
         m_run = mt;
         float psum = 0.0f;
-        uint32_t pb[NT]; // P^T B-operand halves: (tokens 8j+2tig, +1) of row g
+        uint32_t pb[NT], pl[T::BF ? NT : 1]; // P^T B operand: (tokens 8j+2tig, +1) of row g
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             const float p0 = exp2f(sc[j][0] - mref), p1 = exp2f(sc[j][1] - mref);
             psum += p0 + p1;
-            pb[j] = pack_f2(p0, p1);
+            if constexpr (T::BF) {
+                pb[j] = pack_bf2(p0, p1);
+                const float2 hf = unpack_bf2(pb[j]);
+                pl[j] = pack_bf2(p0 - hf.x, p1 - hf.y);
+            } else {
+                pb[j] = pack_f2(p0, p1);
+            }
         }
         l_run = l_run * alpha + psum;
-        // O^T columns are rows 2tig, 2tig+1: fetch their alpha from lanes 4*(2tig), 4*(2tig+1)
+        // O^T columns are rows 2tig, 2tig+1: their alpha lives in lanes 4*(2tig), 4*(2tig+1)
         const float al0 = __shfl_sync(0xffffffffu, alpha, 8 * tig);
         const float al1 = __shfl_sync(0xffffffffu, alpha, 8 * tig + 4);
 #pragma unroll
@@ -412,29 +444,142 @@ __global__ void __launch_bounds__(NW * 32) attend_kernel(tqc_attend_args a, int 
             o_acc[i][3] *= al1;
         }
         // O^T += V^T P^T per 16-token k-step: this thread's A tokens 2tig, 2tig+1, 2tig+8, 2tig+9
+        // (u = 0..3) and dims [g*ND, g*ND + ND): m-tile mt, row g = local dim 2mt, row g+8 = 2mt+1.
 #pragma unroll
         for (int kk = 0; kk < NT / 2; kk++) {
-            VRow<D, FAM, VB> vr[4];
+            const uint8_t *vrow[4];
+            bool ok[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int tl = 16 * kk + 2 * tig + (u & 1) + 8 * (u >> 1);
-                vr[u].load(vs + tl * T::V_ROW, g, tl < nvalid);
+                vrow[u] = vs + tl * T::V_ROW;
+                ok[u] = tl < nvalid;
             }
+            if constexpr (FAM == TQC_F16 || FAM == TQC_BF16) {
 #pragma unroll
-            for (int mt2 = 0; mt2 < D / 16; mt2++) {
-                float v[4][2];
+                for (int c4 = 0; c4 < ND / 8; c4++) { // 8 dims = 16 bytes per token at a time
+                    uint4 w[4];
+#pragma unroll
+                    for (int u = 0; u < 4; u++) {
+                        w[u] = *reinterpret_cast<const uint4 *>(vrow[u] + 2 * (g * ND + 8 * c4));
+                        if (!ok[u])
+                            w[u] = make_uint4(0, 0, 0, 0);
+                    }
+#pragma unroll
+                    for (int e = 0; e < 4; e++) { // dims 2e, 2e+1 of this 8
+                        const uint32_t x0 = e == 0 ? w[0].x : e == 1 ? w[0].y : e == 2 ? w[0].z : w[0].w;
+                        const uint32_t x1 = e == 0 ? w[1].x : e == 1 ? w[1].y : e == 2 ? w[1].z : w[1].w;
+                        const uint32_t x2 = e == 0 ? w[2].x : e == 1 ? w[2].y : e == 2 ? w[2].z : w[2].w;
+                        const uint32_t x3 = e == 0 ? w[3].x : e == 1 ? w[3].y : e == 2 ? w[3].z : w[3].w;
+                        const uint32_t av[4] = {__byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632),
+                                                __byte_perm(x2, x3, 0x5410), __byte_perm(x2, x3, 0x7632)};
+                        const int mt2 = 4 * c4 + e;
+                        if constexpr (T::BF) {
+                            mma_bf16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+                            mma_bf16(o_acc[mt2], av, pl[2 * kk], pl[2 * kk + 1]);
+                        } else {
+                            mma_f16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+                        }
+                    }
+                }
+            } else if constexpr (T::PV_LUT2) {
+                Bits<ND * VB> vb[4];
+                __half2 s01, s23;
+                {
+                    float s[4];
+#pragma unroll
+                    for (int u = 0; u < 4; u++) {
+                        vb[u].load(vrow[u], g * ND * VB);
+                        s[u] = ok[u] ? f16f(lds_u16(vrow[u] + D * VB / 8 + 2 * ((g * ND) / 32))) : 0.0f;
+                    }
+                    s01 = __floats2half2_rn(s[0], s[1]);
+                    s23 = __floats2half2_rn(s[2], s[3]);
+                }
+#pragma unroll
+                for (int mt2 = 0; mt2 < D / 16; mt2++) {
+                    uint32_t av[4];
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int bit = (2 * mt2 + e) * VB;
+                        const uint32_t i01 = vb[0].template field<VB>(bit, 0) | vb[1].template field<VB>(bit, VB);
+                        const uint32_t i23 = vb[2].template field<VB>(bit, 0) | vb[3].template field<VB>(bit, VB);
+                        av[e] = h2_bits(__hmul2(bits_h2(lut2[i01]), s01));
+                        av[2 + e] = h2_bits(__hmul2(bits_h2(lut2[i23]), s23));
+                    }
+                    mma_f16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+                }
+            } else if constexpr (T::PV_U8) {
+                // kv8: bytes of dims [g*ND, +ND); value = q * s + m in half2 arithmetic
+                __half2 s01, s23, m01, m23;
+                {
+                    float s[4], m[4];
+#pragma unroll
+                    for (int u = 0; u < 4; u++) {
+                        const uint8_t *sc = vrow[u] + D + 2 * ((g * ND) / 64);
+                        s[u] = ok[u] ? f16f(lds_u16(sc)) : 0.0f;
+                        m[u] = ok[u] ? f16f(lds_u16(sc + 2 * (D / 64))) : 0.0f;
+                    }
+                    s01 = __floats2half2_rn(s[0], s[1]);
+                    s23 = __floats2half2_rn(s[2], s[3]);
+                    m01 = __floats2half2_rn(m[0], m[1]);
+                    m23 = __floats2half2_rn(m[2], m[3]);
+                }
+                const __half2 off = __half2half2(__ushort_as_half(0x6400));
+#pragma unroll
+                for (int c4 = 0; c4 < ND / 4; c4++) { // 4 dims = 4 bytes per token at a time
+                    uint32_t w[4];
+#pragma unroll
+                    for (int u = 0; u < 4; u++)
+                        w[u] = lds_u32(vrow[u] + g * ND + 4 * c4);
+#pragma unroll
+                    for (int e = 0; e < 2; e++) { // dims 2e, 2e+1 of these 4
+                        const uint32_t p01 = __byte_perm(w[0], w[1], e ? 0x7362 : 0x5140);
+                        const uint32_t p23 = __byte_perm(w[2], w[3], e ? 0x7362 : 0x5140);
+                        uint32_t av[4];
+                        av[0] = h2_bits(__hfma2(__hsub2(bits_h2(__byte_perm(p01, 0x64646464u, 0x4140)), off), s01, m01));
+                        av[1] = h2_bits(__hfma2(__hsub2(bits_h2(__byte_perm(p01, 0x64646464u, 0x4342)), off), s01, m01));
+                        av[2] = h2_bits(__hfma2(__hsub2(bits_h2(__byte_perm(p23, 0x64646464u, 0x4140)), off), s23, m23));
+                        av[3] = h2_bits(__hfma2(__hsub2(bits_h2(__byte_perm(p23, 0x64646464u, 0x4342)), off), s23, m23));
+                        mma_f16(o_acc[2 * c4 + e], av, pb[2 * kk], pb[2 * kk + 1]);
+                    }
+                }
+            } else {
+                // generic: turbo 5/8-bit values, kv4
+                Bits<ND * VB> vb[4];
+                float s[4], m[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    v[u][0] = vr[u].ok ? vr[u].val(2 * mt2, lut) : 0.0f;
-                    v[u][1] = vr[u].ok ? vr[u].val(2 * mt2 + 1, lut) : 0.0f;
+                    vb[u].load(vrow[u], g * ND * VB);
+                    const uint8_t *scp = vrow[u] + D * VB / 8;
+                    if constexpr (FAM == TQC_TURBO) {
+                        s[u] = ok[u] ? f16f(lds_u16(scp + 2 * ((g * ND) / 32))) : 0.0f;
+                        m[u] = 0.0f;
+                    } else {
+                        s[u] = ok[u] ? f16f(lds_u16(scp + 2 * ((g * ND) / 64))) : 0.0f;
+                        m[u] = ok[u] ? f16f(lds_u16(scp + 2 * (D / 64) + 2 * ((g * ND) / 64))) : 0.0f;
+                    }
                 }
-                const uint32_t av[4] = {pack_f2(v[0][0], v[1][0]), pack_f2(v[0][1], v[1][1]),
-                                        pack_f2(v[2][0], v[3][0]), pack_f2(v[2][1], v[3][1])};
-                mma16816(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+#pragma unroll
+                for (int mt2 = 0; mt2 < D / 16; mt2++) {
+                    float v[4][2];
+#pragma unroll
+                    for (int u = 0; u < 4; u++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const uint32_t q = vb[u].template get<VB>(2 * mt2 + e);
+                            if constexpr (FAM == TQC_TURBO)
+                                v[u][e] = lut1[q] * s[u];
+                            else
+                                v[u][e] = (float)q * s[u] + m[u];
+                        }
+                    const uint32_t av[4] = {pack_f2(v[0][0], v[1][0]), pack_f2(v[0][1], v[1][1]),
+                                            pack_f2(v[2][0], v[3][0]), pack_f2(v[2][1], v[3][1])};
+                    mma_f16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+                }
             }
         }
         __syncwarp();
-        issue(it + 2, buf);
+        issue(it + 2);
     }
     cp_wait<0>();
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
