@@ -129,5 +129,16 @@ int main(int argc, char **argv)
                            (tq_isa)9) == TQ_E_ARG &&
               msg_has("scalar, avx2, avx512"),
           "bad isa");
+    /* cache-level variants (+rk, +e8) parse, but the row codec refuses them by name */
+    {
+        tq_kv_scheme v;
+        CHECK(tq_kv_scheme_parse("turbo:k4v3+rk", &v) == TQ_OK && v.flags != 0, "+rk parses");
+        CHECK(tq_kv_encode_k(v, 128, TQ_DTYPE_F32, x, 1, dst, sizeof(dst), NULL) ==
+                      TQ_E_UNSUPPORTED && msg_has("+rk"),
+              "row codec refuses +rk: %s", tq_last_error());
+        CHECK(tq_kv_decode_v(v, 128, dst, 1, out, 256, NULL) == TQ_E_UNSUPPORTED, "decode +rk");
+        CHECK(tq_kv_scheme_parse("kv8+rk", &v) == TQ_E_ARG, "+rk only on turbo");
+        CHECK(tq_kv_scheme_parse("turbo+zz", &v) == TQ_E_ARG, "unknown variant");
+    }
     return t_done();
 }

@@ -125,6 +125,36 @@ int main(int argc, char **argv)
             }
         }
     }
+    /* awkward row counts: 1 and 4097 rows, every thread count, default ISA, via the public API */
+    {
+        const int64_t counts[2] = {1, 4097};
+        const int d = 128;
+        tq_kv_scheme s;
+        tq_kv_scheme_parse("turbo:k4v3", &s);
+        float *xb2 = tq_malloc((size_t)4097 * d * 4);
+        uint8_t *w = tq_malloc((size_t)4097 * 128), *g = tq_malloc((size_t)4097 * 128);
+        kv_fill_rows(&rng, xb2, 4097, d);
+        for (int c = 0; c < 2; c++)
+            for (int is_v = 0; is_v < 2; is_v++) {
+                const size_t rb = tq_kv_row_bytes1(s, is_v, d);
+                for (int64_t r = 0; r < counts[c]; r++)
+                    tq_kv_encode_row_ref(s, is_v, xb2 + r * d, d, w + r * rb);
+                for (int p = 0; p < 4; p++) {
+                    memset(g, 0x5a, counts[c] * rb + 1);
+                    tq_status st = is_v ? tq_kv_encode_v(s, d, TQ_DTYPE_F32, xb2, counts[c], g,
+                                                         counts[c] * rb, pools[p])
+                                        : tq_kv_encode_k(s, d, TQ_DTYPE_F32, xb2, counts[c], g,
+                                                         counts[c] * rb, pools[p]);
+                    CHECK(st == TQ_OK && memcmp(g, w, counts[c] * rb) == 0 &&
+                              g[counts[c] * rb] == 0x5a,
+                          "%lld rows %s threads=%d: bytes differ or write past the end",
+                          (long long)counts[c], is_v ? "V" : "K", nth[p]);
+                }
+            }
+        tq_free(xb2);
+        tq_free(w);
+        tq_free(g);
+    }
     for (int i = 0; i < 4; i++)
         tq_pool_free(pools[i]);
     tq_free(x);

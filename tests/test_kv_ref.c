@@ -196,5 +196,38 @@ int main(int argc, char **argv)
         CHECK(tq_rd16(row + 24) == tq_f32_to_f16(sqrtf(0.03125f)), "e0 scale");
         CHECK(tq_rd16(row + 26) == 0, "e0 second group scale 0");
     }
+    /* helpers other modules use: per-element key index and fp16 scale/zero accessors, rotated
+     * decode + unrotate == decode */
+    {
+        float x[256], a[256], b[256];
+        uint8_t row[1024];
+        uint32_t st = 12345u;
+        for (int j = 0; j < 256; j++) {
+            st = st * 1664525u + 1013904223u;
+            x[j] = (float)((int)(st >> 9) - (1 << 22)) / (float)(1 << 20);
+        }
+        const int kbs[4] = {2, 4, 5, 8};
+        for (int k = 0; k < 4; k++) {
+            const int kb = kbs[k];
+            tq_kv_turbo_encode_k_row_ref(x, 256, kb, row);
+            tq_kv_turbo_decode_k_row_ref(row, 256, kb, a);
+            int ok = 1;
+            for (int j = 0; j < 256; j++) {
+                const float s = tq_f16_to_f32(tq_rd16(tq_kv_turbo_k_scales(row, 256, kb) + 2 * (j / 32)));
+                const float z = tq_f16_to_f32(tq_rd16(tq_kv_turbo_k_zeros(row, 256, kb) + 2 * (j / 32)));
+                ok &= ((float)tq_kv_turbo_k_index(row, j, kb) + z) * s == a[j];
+            }
+            CHECK(ok, "k%d accessors reproduce decode", kb);
+        }
+        const int vbs[5] = {2, 3, 4, 5, 8};
+        for (int k = 0; k < 5; k++) {
+            tq_kv_turbo_encode_v_row_ref(x, 256, vbs[k], row);
+            tq_kv_turbo_decode_v_row_ref(row, 256, vbs[k], a);
+            tq_kv_turbo_decode_v_rotated_row_ref(row, 256, vbs[k], b);
+            tq_kv_unrotate_ref(b, 256);
+            CHECK_MEMEQ(a, b, sizeof(a), "v%d rotated decode + unrotate == decode", vbs[k]);
+            CHECK(tq_kv_turbo_v_scales(row, 256, vbs[k]) == row + 256 * vbs[k] / 8, "v scales");
+        }
+    }
     return t_done();
 }
