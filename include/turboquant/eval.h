@@ -2,7 +2,8 @@
  * between KV-cache schemes (SPEC A4). Included by turboquant.h only.
  *
  * Windows follow llama.cpp's perplexity: the token stream is cut into non-overlapping windows
- * of ctx tokens; the first token of each window is replaced by BOS when the model has one;
+ * of ctx tokens; the first token of each window is replaced by bos when bos >= 0 (pass the
+ * BOS id when the tokenizer adds one, tq_tokenizer_add_bos(), else -1);
  * every window is evaluated in a fresh cache; positions i in [ctx/2, ctx - 1) are scored, each
  * predicting token i + 1 (ctx/2 - 1 scored tokens per window).
  */
@@ -27,7 +28,7 @@ typedef struct tq_ppl_result {
  * ctx tokens (ctx >= 4, even); max_windows <= 0 = every whole window. Errors: TQ_E_ARG (fewer
  * tokens than one window, bad ctx), errors of tq_session_create / tq_session_eval_all. */
 TQ_API tq_status tq_eval_ppl(tq_model *model, const int32_t *tokens, int64_t n_tokens,
-                             tq_kv_scheme kv, int ctx, int64_t max_windows,
+                             int32_t bos, tq_kv_scheme kv, int ctx, int64_t max_windows,
                              tq_eval_progress_fn progress, void *user, tq_ppl_result *out);
 
 /* Statistics of KL(teacher || student) over every scored position. */
@@ -45,7 +46,7 @@ typedef struct tq_kl_stats {
  * full vocabulary (double accumulation). out[n_students] receives the statistics per student;
  * teacher_out (may be NULL) the teacher's own (KL 0, its ppl and bytes). */
 TQ_API tq_status tq_eval_kl(tq_model *model, const int32_t *tokens, int64_t n_tokens,
-                            tq_kv_scheme teacher, const tq_kv_scheme *students, int n_students,
+                            int32_t bos, tq_kv_scheme teacher, const tq_kv_scheme *students, int n_students,
                             int ctx, int64_t max_windows, tq_eval_progress_fn progress,
                             void *user, tq_kl_stats *out, tq_kl_stats *teacher_out);
 

@@ -48,12 +48,11 @@ static tq_status check_args(const char *what, const int32_t *tokens, int64_t n_t
     return TQ_OK;
 }
 
-static void window_tokens(const tq_model *m, const int32_t *tokens, int64_t w, int ctx,
-                          int32_t *buf)
+static void window_tokens(int32_t bos, const int32_t *tokens, int64_t w, int ctx, int32_t *buf)
 {
     memcpy(buf, tokens + w * ctx, (size_t)ctx * sizeof(int32_t));
-    if (m->info.bos_id >= 0)
-        buf[0] = m->info.bos_id;
+    if (bos >= 0)
+        buf[0] = bos;
 }
 
 static tq_status make_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session **s)
@@ -66,7 +65,8 @@ static tq_status make_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session 
     return tq_session_create(m, &o, s);
 }
 
-tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, tq_kv_scheme kv,
+tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32_t bos,
+                      tq_kv_scheme kv,
                       int ctx, int64_t max_windows, tq_eval_progress_fn progress, void *user,
                       tq_ppl_result *out)
 {
@@ -91,7 +91,7 @@ tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, tq_k
     double nll = 0.0;
     int64_t n = 0;
     for (int64_t w = 0; w < nw; w++) {
-        window_tokens(m, tokens, w, ctx, buf);
+        window_tokens(bos, tokens, w, ctx, buf);
         tq_session_reset(s);
         if ((st = tq_session_eval_all(s, buf, ctx, lg, (int64_t)ctx * vocab)))
             goto done;
@@ -131,7 +131,8 @@ static double pct(const float *sorted, int64_t n, double p)
     return i + 1 < n ? (1.0 - f) * sorted[i] + f * sorted[i + 1] : sorted[i];
 }
 
-tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, tq_kv_scheme teacher,
+tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32_t bos,
+                     tq_kv_scheme teacher,
                      const tq_kv_scheme *students, int n_students, int ctx, int64_t max_windows,
                      tq_eval_progress_fn progress, void *user, tq_kl_stats *out,
                      tq_kl_stats *teacher_out)
@@ -166,7 +167,7 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, tq_kv
         if ((st = make_session(m, students[k], ctx, &ss[k])))
             goto done;
     for (int64_t w = 0; w < nw; w++) {
-        window_tokens(m, tokens, w, ctx, buf);
+        window_tokens(bos, tokens, w, ctx, buf);
         tq_session_reset(ts);
         if ((st = tq_session_eval_all(ts, buf, ctx, lg, (int64_t)ctx * vocab)))
             goto done;

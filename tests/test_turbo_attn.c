@@ -1,0 +1,169 @@
+/* test_turbo_attn.c -- the TurboQuant cache on random data: the fused kernel against the
+ * dequantize-window reference (same packed bytes) for every head_dim, several GQA groups, key
+ * and value widths, the +rk/+e8 variants, prefill and decode, 1 and 2 threads; the fused result
+ * does not depend on the thread count; the constant-key-block guard (no NaN); real packed
+ * bytes per token; head_dim refusals; scheme strings. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "model/kvcache_turbo.h"
+#include "t.h"
+
+/* |fused - ref| <= ATOL + RTOL * |ref| elementwise: both read the same bytes; they differ only
+ * in summation order (online softmax, blocked merge) and in where the inverse FWHT happens. */
+#define ATOL 2e-5
+#define RTOL 2e-4
+
+static float *randv(tq_rng *r, size_t n, float sd)
+{
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        v[i] = sd * tq_rng_normal(r);
+    return v;
+}
+
+static double max_err(const float *a, const float *b, size_t n, int *nonfinite)
+{
+    double e = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i]))
+            (*nonfinite)++;
+        const double d = fabs((double)a[i] - b[i]) / (ATOL + RTOL * fabs((double)b[i]));
+        e = d > e ? d : e;
+    }
+    return e; /* <= 1 passes */
+}
+
+/* fill a cache in n1 (prefill) + decode steps, compare both attentions at every step */
+static void run_case(const char *sch, int hd, int nh, int nkv, int n_layers, int64_t n_pre,
+                     int64_t n_dec, tq_pool *pool2, tq_rng *r, int constant_blocks)
+{
+    tq_kv_scheme s;
+    CHECK(tq_kv_scheme_parse(sch, &s) == TQ_OK, "parse %s", sch);
+    tq_kvcache *c1 = NULL, *c2 = NULL;
+    const int64_t n_ctx = n_pre + n_dec;
+    const float scale = 1.0f / sqrtf((float)hd);
+    setenv("TQ_TURBO_ATTN", "both", 1);
+    tq_status st = tq_kvcache_create(s, n_layers, nh, nkv, hd, n_ctx, scale, 1, &c1);
+    if (!st)
+        st = tq_kvcache_create(s, n_layers, nh, nkv, hd, n_ctx, scale, 2, &c2);
+    CHECK(st == TQ_OK, "%s create: %s", sch, tq_last_error());
+    if (st)
+        goto out;
+    const size_t kvd = (size_t)nkv * hd, qd = (size_t)nh * hd;
+    float *k = randv(r, (size_t)n_ctx * kvd, 1.0f), *v = randv(r, (size_t)n_ctx * kvd, 1.0f);
+    float *q = randv(r, (size_t)n_ctx * qd, 2.0f);
+    /* keys with a large common offset per head (like real K), some constant 32-blocks */
+    for (int64_t t = 0; t < n_ctx; t++)
+        for (size_t e = 0; e < kvd; e++) {
+            k[t * kvd + e] += (float)((e * 7) % 5) - 2.0f;
+            if (constant_blocks && t % 3 == 0 && e % hd < 32)
+                k[t * kvd + e] = 0.75f; /* zero overflows fp16 without the guard */
+        }
+    float *of = malloc((size_t)n_ctx * qd * sizeof(float));
+    float *of2 = malloc((size_t)n_ctx * qd * sizeof(float));
+    float *orf = malloc((size_t)n_ctx * qd * sizeof(float));
+    double worst = 0.0;
+    int nonfinite = 0, thr_diff = 0;
+    for (int il = 0; il < n_layers; il++) {
+        int64_t pos = 0;
+        while (pos < n_ctx) {
+            const int64_t n = pos == 0 ? n_pre : 1;
+            CHECK(c1->ops->append(c1, il, pos, k + pos * kvd, v + pos * kvd, n) == TQ_OK,
+                  "append");
+            c2->ops->append(c2, il, pos, k + pos * kvd, v + pos * kvd, n);
+            tq_kvc_turbo_attend_fused(c1, il, q + pos * qd, n, pos, of, NULL);
+            tq_kvc_turbo_attend_fused(c2, il, q + pos * qd, n, pos, of2, pool2);
+            CHECK(tq_kvc_turbo_attend_ref(c1, il, q + pos * qd, n, pos, orf, NULL) == TQ_OK,
+                  "ref");
+            const double e = max_err(of, orf, (size_t)n * qd, &nonfinite);
+            worst = e > worst ? e : worst;
+            thr_diff += memcmp(of, of2, (size_t)n * qd * sizeof(float)) != 0;
+            pos += n;
+        }
+    }
+    CHECK(worst <= 1.0, "%s hd %d group %d: fused vs reference worst %.3f of tolerance "
+                        "(atol %g rtol %g)", sch, hd, nh / nkv, worst, ATOL, RTOL);
+    CHECK(nonfinite == 0, "%s hd %d: %d non-finite outputs", sch, hd, nonfinite);
+    CHECK(thr_diff == 0, "%s hd %d: fused output differs between 1 and 2 threads (%d calls)",
+          sch, hd, thr_diff);
+    if (constant_blocks && !(s.flags & TQ_KV_FLAG_ROTK)) /* rotation spreads a constant block */
+        CHECK(((tq_kvc_turbo *)(void *)c1)->n_safe_blocks > 0, "%s: guard counted blocks", sch);
+    printf("  %-16s hd %3d heads %d/%d: worst %.3f of tolerance\n", sch, hd, nh, nkv, worst);
+    free(k);
+    free(v);
+    free(q);
+    free(of);
+    free(of2);
+    free(orf);
+out:
+    tq_kvcache_free(c1);
+    tq_kvcache_free(c2);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv, "test_turbo_attn");
+    tq_rng r;
+    tq_rng_seed(&r, t_seed);
+    tq_pool *pool2 = NULL;
+    CHECK(tq_pool_create(2, &pool2) == TQ_OK, "pool");
+
+    /* fused == reference on random caches */
+    run_case("turbo", 64, 9, 3, 2, 70, 300, pool2, &r, 0);        /* SmolLM2 shape, chunks */
+    run_case("turbo:k4v3", 128, 8, 2, 1, 33, 40, pool2, &r, 0);
+    run_case("turbo:k8v8", 256, 4, 1, 1, 40, 20, pool2, &r, 0);
+    run_case("turbo:k2v2", 512, 2, 2, 1, 20, 10, pool2, &r, 0);
+    run_case("turbo:k5v5", 64, 4, 4, 1, 300, 5, pool2, &r, 0);    /* many query blocks */
+    run_case("turbo:k4v3+rk", 64, 9, 3, 2, 50, 30, pool2, &r, 0);
+    run_case("turbo:k8v3+e8", 128, 4, 2, 3, 20, 20, pool2, &r, 0);
+    run_case("turbo:k4v2+rk+e8", 64, 6, 3, 3, 20, 10, pool2, &r, 1);
+    run_case("turbo", 64, 9, 3, 1, 40, 20, pool2, &r, 1);         /* constant key blocks */
+
+    /* real packed bytes: SmolLM2 shape (30 layers, 3 kv heads, hd 64) */
+    {
+        tq_kv_scheme s;
+        tq_kvcache *c;
+        tq_kv_scheme_parse("turbo", &s);
+        CHECK(tq_kvcache_create(s, 30, 9, 3, 64, 16, 0.125f, 1, &c) == TQ_OK, "create");
+        /* K row 64 + 2*2*2 = 72 bytes, V row 64*3/8 + 2*2 = 28 bytes */
+        CHECK(tq_kvcache_token_bytes(c) == (size_t)(72 + 28) * 3 * 30, "k8v3 bytes %zu",
+              tq_kvcache_token_bytes(c));
+        tq_kvcache_free(c);
+        tq_kv_scheme_parse("turbo:k8v3+e8", &s);
+        CHECK(tq_kvcache_create(s, 30, 9, 3, 64, 16, 0.125f, 1, &c) == TQ_OK, "create e8");
+        /* two layers at k8v8: V row 64 + 4 = 68 */
+        CHECK(tq_kvcache_token_bytes(c) == (size_t)(72 + 28) * 3 * 28 + (size_t)(72 + 68) * 3 * 2,
+              "e8 bytes %zu", tq_kvcache_token_bytes(c));
+        tq_kvcache_free(c);
+    }
+    /* refusals: head_dim, scheme strings */
+    {
+        tq_kv_scheme s;
+        tq_kvcache *c = NULL;
+        tq_kv_scheme_parse("turbo:k4v3", &s);
+        CHECK(tq_kvcache_create(s, 2, 4, 2, 96, 16, 0.1f, 1, &c) == TQ_E_UNSUPPORTED &&
+                  strstr(tq_last_error(), "64, 128, 256, 512"),
+              "head_dim 96 refused naming the valid ones: %s", tq_last_error());
+        CHECK(c == NULL, "no cache");
+        CHECK(tq_kv_scheme_parse("turbo:k3v3", &s) == TQ_E_ARG, "k3 refused");
+        CHECK(tq_kv_scheme_parse("turbo+xx", &s) == TQ_E_ARG &&
+                  strstr(tq_last_error(), "+rk"), "bad suffix lists the valid ones");
+        CHECK(tq_kv_scheme_parse("turbo+rk+rk", &s) == TQ_E_ARG, "repeated suffix");
+        CHECK(tq_kv_scheme_parse("kv8+rk", &s) == TQ_E_ARG, "suffix on kv8");
+        CHECK(tq_kv_scheme_parse("turbo:k4v2+e8+rk", &s) == TQ_OK &&
+                  s.flags == (TQ_KV_FLAG_ROTK | TQ_KV_FLAG_EDGE8) && s.k_bits == 4,
+              "both suffixes");
+        char b[48];
+        CHECK(!strcmp(tq_kv_scheme_name(s, b, sizeof b), "turbo:k4v2+rk+e8"), "name %s", b);
+        CHECK(!strcmp(tq_kv_scheme_key(s, b, sizeof b), "turbo-k4v2-rk-e8"), "key %s", b);
+        float x[64] = {0};
+        uint8_t row[128];
+        CHECK(tq_kv_encode_k(s, 64, TQ_DTYPE_F32, x, 1, row, sizeof row, NULL) ==
+                  TQ_E_UNSUPPORTED, "codec refuses cache-level flags");
+    }
+    tq_pool_free(pool2);
+    return t_done();
+}

@@ -1,0 +1,177 @@
+/* cmd_kl.c -- `tq kl`: teacher-forced KL divergence of KV-cache schemes against an
+ * unquantized cache on the same token stream (SPEC A4), with memory per token. */
+#include <errno.h>
+#include <time.h>
+
+#include "cli.h"
+
+#define EVAL_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define KL_MAX_SCHEMES 32
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct prog {
+    const char *cmd;
+    double t0;
+} prog;
+
+static void usage(void)
+{
+    printf("usage: tq kl [-m MODEL] -f TEXT --kv S[,S...] [--teacher T] [--ctx N] [--chunks N]\n"
+           "             [-t N] [--json F]\n\n"
+           "Teacher-forced KL: every window of TEXT goes through a cache of scheme T (default\n"
+           "f32) and through one cache per scheme S; at every scored position (second half of the\n"
+           "window) KL(teacher || scheme) is taken over the full vocabulary. Prints mean, median,\n"
+           "p95, p99, max KL, top-1 agreement, the scheme's perplexity and KV bytes per token.\n\n"
+           "  -m MODEL      GGUF file or HF directory (default %s)\n"
+           "  -f TEXT       text file\n"
+           "  --kv LIST     comma-separated schemes (repeatable): %s\n"
+           "  --teacher T   the reference cache (default f32)\n"
+           "  --ctx N       window length (even, default 512)\n"
+           "  --chunks N    number of windows (default 32; 0 = all)\n"
+           "  -t N          threads (default: every core)\n"
+           "  --json F      also write the results as JSON to F ('-' = stdout)\n",
+           EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
+}
+
+int cmd_kl(int argc, char **argv)
+{
+    const char *cmd = "kl", *model = EVAL_DEFAULT_MODEL, *text = NULL, *teach = "f32",
+               *json = NULL;
+    char *names[KL_MAX_SCHEMES];
+    char lists[2048] = "";
+    long ctx = 512, chunks = 32, threads = 0;
+    int ns = 0;
+    if (cli_is_help(argc, argv)) {
+        usage();
+        return 0;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "tq kl: '%s' needs a value (see tq kl --help)\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            model = v;
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
+            text = v;
+        else if (!strcmp(a, "--teacher"))
+            teach = v;
+        else if (!strcmp(a, "--json"))
+            json = v;
+        else if (!strcmp(a, "--kv")) {
+            if (strlen(lists) + strlen(v) + 2 > sizeof(lists)) {
+                fprintf(stderr, "tq kl: --kv lists too long\n");
+                return 2;
+            }
+            if (*lists)
+                strcat(lists, ",");
+            strcat(lists, v);
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (cli_int(cmd, a, v, &ctx))
+                return 2;
+        } else if (!strcmp(a, "--chunks")) {
+            if (cli_int(cmd, a, v, &chunks))
+                return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (cli_int(cmd, a, v, &threads))
+                return 2;
+        } else {
+            fprintf(stderr, "tq kl: unknown flag '%s' (see tq kl --help)\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (!text || !*lists) {
+        fprintf(stderr, "tq kl: -f TEXT and --kv SCHEMES are required (see tq kl --help)\n");
+        return 2;
+    }
+    tq_kv_scheme teacher, sch[KL_MAX_SCHEMES];
+    tq_status st = tq_kv_scheme_parse(teach, &teacher);
+    if (st)
+        return cli_error(cmd, st, "--teacher '%s'", teach), 2;
+    for (char *tok = strtok(lists, ","); tok; tok = strtok(NULL, ",")) {
+        if (ns == KL_MAX_SCHEMES) {
+            fprintf(stderr, "tq kl: at most %d schemes\n", KL_MAX_SCHEMES);
+            return 2;
+        }
+        if ((st = tq_kv_scheme_parse(tok, &sch[ns])))
+            return cli_error(cmd, st, "--kv '%s'", tok), 2;
+        names[ns++] = tok;
+    }
+    if (ctx < 4 || ctx % 2 || ctx > 1 << 20 || chunks < 0) {
+        fprintf(stderr, "tq kl: --ctx %ld must be even and >= 4, --chunks >= 0\n", ctx);
+        return 2;
+    }
+    tq_model *m;
+    int32_t *tokens, bos;
+    int64_t n;
+    int eval_open(const char *, const char *, const char *, int, tq_model **, int32_t **,
+                  int64_t *, int32_t *);
+    void eval_progress(void *, int64_t, int64_t);
+    int rc = eval_open(cmd, model, text, (int)threads, &m, &tokens, &n, &bos);
+    if (rc)
+        return rc;
+    const int64_t avail = n / ctx, nw = chunks > 0 && chunks < avail ? chunks : avail;
+    fprintf(stderr, "tq kl: %s: %lld tokens; %lld windows of %ld; teacher %s; %d schemes\n", text,
+            (long long)n, (long long)nw, ctx, teach, ns);
+    prog p = {cmd, now_s()};
+    tq_kl_stats r[KL_MAX_SCHEMES], tr;
+    st = tq_eval_kl(m, tokens, n, bos, teacher, sch, ns, (int)ctx, nw, eval_progress, &p, r, &tr);
+    const double secs = now_s() - p.t0;
+    if (st) {
+        rc = cli_error(cmd, st, "evaluation failed");
+        goto done;
+    }
+    char tn[48];
+    tq_kv_scheme_name(teacher, tn, sizeof(tn));
+    printf("teacher %s, %lld positions (%lld windows x %ld/2 - 1), %.0f s\n", tn, (long long)tr.n,
+           (long long)nw, ctx, secs);
+    printf("%-16s %9s %10s %10s %10s %10s %10s %7s %8s\n", "scheme", "B/token", "KL mean",
+           "median", "p95", "p99", "max", "top-1", "ppl");
+    printf("%-16s %9zu %10s %10s %10s %10s %10s %7s %8.4f\n", tn, tr.kv_bytes_per_token, "0", "0",
+           "0", "0", "0", "1", tr.ppl);
+    for (int k = 0; k < ns; k++) {
+        char nm[48];
+        tq_kv_scheme_name(sch[k], nm, sizeof(nm));
+        printf("%-16s %9zu %10.5f %10.5f %10.5f %10.5f %10.4f %7.4f %8.4f\n", nm,
+               r[k].kv_bytes_per_token, r[k].mean, r[k].median, r[k].p95, r[k].p99, r[k].max,
+               r[k].top1, r[k].ppl);
+    }
+    if (json) {
+        FILE *f = strcmp(json, "-") ? fopen(json, "w") : stdout;
+        if (!f) {
+            fprintf(stderr, "tq kl: cannot write '%s': %s\n", json, strerror(errno));
+            rc = 1;
+            goto done;
+        }
+        fprintf(f, "{\"model\": \"%s\", \"text\": \"%s\", \"ctx\": %ld, \"windows\": %lld, "
+                   "\"positions\": %lld, \"seconds\": %.1f,\n \"teacher\": {\"kv\": \"%s\", "
+                   "\"bytes_per_token\": %zu, \"ppl\": %.6f},\n \"schemes\": [",
+                model, text, ctx, (long long)nw, (long long)tr.n, secs, tn,
+                tr.kv_bytes_per_token, tr.ppl);
+        for (int k = 0; k < ns; k++) {
+            char nm[48];
+            tq_kv_scheme_name(sch[k], nm, sizeof(nm));
+            fprintf(f, "%s\n  {\"kv\": \"%s\", \"bytes_per_token\": %zu, \"kl_mean\": %.7g, "
+                       "\"kl_median\": %.7g, \"kl_p95\": %.7g, \"kl_p99\": %.7g, \"kl_max\": %.7g, "
+                       "\"top1\": %.6f, \"ppl\": %.6f}",
+                    k ? "," : "", nm, r[k].kv_bytes_per_token, r[k].mean, r[k].median, r[k].p95,
+                    r[k].p99, r[k].max, r[k].top1, r[k].ppl);
+        }
+        fprintf(f, "\n]}\n");
+        if (f != stdout)
+            fclose(f);
+    }
+done:
+    (void)names;
+    free(tokens);
+    tq_model_free(m);
+    return rc;
+}
