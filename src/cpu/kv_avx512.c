@@ -50,6 +50,29 @@ static inline __m256i narrow2(__m512i a, __m512i b)
                                    _mm512_cvtepi32_epi8(b), 1);
 }
 
+/* 32 index bytes (each < 2^bits) -> 4*bits bytes of bitstream: in each 64-bit lane fold byte
+ * pairs, 16-bit pairs, then 32-bit halves (index k of the lane lands at bit k*bits, bits above
+ * 8*bits are zero) -- the same bytes as kv_pack32() */
+static inline void pack_fold(__m256i q, int bits, uint8_t *dst)
+{
+    const __m128i s1 = _mm_cvtsi32_si128(8 - bits), s2 = _mm_cvtsi32_si128(16 - 2 * bits),
+                  s3 = _mm_cvtsi32_si128(4 * bits);
+    __m256i w = _mm256_or_si256(_mm256_and_si256(q, _mm256_set1_epi64x(0x00FF00FF00FF00FFll)),
+                                _mm256_srl_epi64(_mm256_and_si256(q, _mm256_set1_epi64x((long long)0xFF00FF00FF00FF00ull)), s1));
+    w = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi64x(0x0000FFFF0000FFFFll)),
+                        _mm256_srl_epi64(_mm256_and_si256(w, _mm256_set1_epi64x((long long)0xFFFF0000FFFF0000ull)), s2));
+    w = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi64x(0xFFFFFFFFll)),
+                        _mm256_sll_epi64(_mm256_srli_epi64(w, 32), s3));
+    /* each chunk exactly `bits` bytes: a wider store would reach past the group (into the
+     * scales already written, or past the row) */
+    const uint64_t c0 = (uint64_t)_mm256_extract_epi64(w, 0), c1 = (uint64_t)_mm256_extract_epi64(w, 1),
+                   c2 = (uint64_t)_mm256_extract_epi64(w, 2), c3 = (uint64_t)_mm256_extract_epi64(w, 3);
+    kv_wr_le(dst, c0, bits);
+    kv_wr_le(dst + bits, c1, bits);
+    kv_wr_le(dst + 2 * bits, c2, bits);
+    kv_wr_le(dst + 3 * bits, c3, bits);
+}
+
 static inline void store_idx32(__m256i q, int bits, uint8_t *dst)
 {
     if (bits == 8) {
@@ -58,9 +81,7 @@ static inline void store_idx32(__m256i q, int bits, uint8_t *dst)
         const __m256i w = _mm256_maddubs_epi16(q, _mm256_set1_epi16(0x1001));
         _mm_storeu_si128((__m128i *)dst, _mm256_cvtepi16_epi8(w));
     } else {
-        uint8_t idx[32];
-        _mm256_storeu_si256((__m256i *)idx, q);
-        kv_pack32(idx, bits, dst);
+        pack_fold(q, bits, dst);
     }
 }
 
@@ -82,10 +103,8 @@ static inline __m512i load_idx16(const uint8_t *src, int j, int bits, int is_sig
         return _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(rep), sh),
                                 _mm512_set1_epi32((1 << bits) - 1));
     }
-    uint64_t a0 = 0, a1 = 0;
     const uint8_t *p = src + (size_t)j / 8 * (size_t)bits;
-    memcpy(&a0, p, (size_t)bits);
-    memcpy(&a1, p + bits, (size_t)bits);
+    const uint64_t a0 = kv_rd_le(p, bits), a1 = kv_rd_le(p + bits, bits);
     const __m512i sh = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
                                           _mm512_set1_epi64(bits));
     const __m256i lo = _mm512_cvtepi64_epi32(_mm512_srlv_epi64(_mm512_set1_epi64((long long)a0), sh));
@@ -236,6 +255,37 @@ static inline __m512 centroid16(__m512i idx, int bits, const float *c, const vta
     return _mm512_i32gather_ps(idx, c, 4);
 }
 
+/* ss[g] = ((0 + sq[32g]) + sq[32g+1]) + ... + sq[32g+31]: the reference's sequential order per
+ * group; four (or two) groups' chains run side by side in registers. ng is even. */
+static inline void group_sumsq(const float *sq, int ng, float *ss)
+{
+    int g = 0;
+    for (; g + 4 <= ng; g += 4) {
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        const float *p = sq + g * TQ_KV_GROUP;
+        for (int k = 0; k < TQ_KV_GROUP; k++) {
+            a0 = a0 + p[k];
+            a1 = a1 + p[TQ_KV_GROUP + k];
+            a2 = a2 + p[2 * TQ_KV_GROUP + k];
+            a3 = a3 + p[3 * TQ_KV_GROUP + k];
+        }
+        ss[g] = a0;
+        ss[g + 1] = a1;
+        ss[g + 2] = a2;
+        ss[g + 3] = a3;
+    }
+    for (; g < ng; g += 2) {
+        float a0 = 0.0f, a1 = 0.0f;
+        const float *p = sq + g * TQ_KV_GROUP;
+        for (int k = 0; k < TQ_KV_GROUP; k++) {
+            a0 = a0 + p[k];
+            a1 = a1 + p[TQ_KV_GROUP + k];
+        }
+        ss[g] = a0;
+        ss[g + 1] = a1;
+    }
+}
+
 static void enc_v(const float *x, int64_t n, int d, int vb, uint8_t *dst)
 {
     const size_t rb = tq_kv_turbo_v_row_bytes(d, vb);
@@ -259,11 +309,7 @@ static void enc_v(const float *x, int64_t n, int d, int vb, uint8_t *dst)
             _mm512_store_ps(sq + j, _mm512_mul_ps(v, v));
         }
         float ss[TQ_KV_MAX_HEAD_DIM / TQ_KV_GROUP];
-        for (int g = 0; g < ng; g++)
-            ss[g] = 0.0f;
-        for (int k = 0; k < TQ_KV_GROUP; k++) /* sequential per group, groups interleaved */
-            for (int g = 0; g < ng; g++)
-                ss[g] = ss[g] + sq[g * TQ_KV_GROUP + k];
+        group_sumsq(sq, ng, ss);
         for (int g = 0; g < ng; g++) {
             const float scale = sqrtf(ss[g] * 0.03125f);
             const __m512 se = _mm512_set1_ps(scale + tq_kv_eps);

@@ -5,6 +5,7 @@
 #define TQ_KV_CPU_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "turboquant.h"
 
@@ -35,11 +36,50 @@ extern const tq_kv_kernels tq_kv_kernels_scalar;
 static inline void kv_pack32(const uint8_t *idx, int bits, uint8_t *dst)
 {
     for (int c = 0; c < 4; c++) {
-        uint64_t acc = 0;
-        for (int k = 0; k < 8; k++)
-            acc |= (uint64_t)idx[8 * c + k] << (k * bits);
+        uint64_t w;
+        memcpy(&w, idx + 8 * c, 8); /* byte k = index k (little-endian host) */
+        /* fold byte pairs, then 16-bit pairs, then 32-bit halves: index k lands at bit k*bits */
+        w = (w & 0x00FF00FF00FF00FFull) | ((w & 0xFF00FF00FF00FF00ull) >> (8 - bits));
+        w = (w & 0x0000FFFF0000FFFFull) | ((w & 0xFFFF0000FFFF0000ull) >> (16 - 2 * bits));
+        w = (w & 0xFFFFFFFFull) | ((w >> 32) << (4 * bits));
         for (int b = 0; b < bits; b++)
-            dst[c * bits + b] = (uint8_t)(acc >> (8 * b));
+            dst[c * bits + b] = (uint8_t)(w >> (8 * b));
+    }
+}
+/* kv_rd_le() -- n (1..8) bytes at p as a little-endian integer, with constant-size loads for
+ * the widths the codec uses (no library memcpy call in the hot loop, no read past p + n). */
+static inline uint64_t kv_rd_le(const uint8_t *p, int n)
+{
+    uint16_t a;
+    uint32_t b;
+    uint64_t c;
+    switch (n) {
+    case 2: memcpy(&a, p, 2); return a;
+    case 3: memcpy(&a, p, 2); return a | (uint64_t)p[2] << 16;
+    case 4: memcpy(&b, p, 4); return b;
+    case 5: memcpy(&b, p, 4); return b | (uint64_t)p[4] << 32;
+    case 8: memcpy(&c, p, 8); return c;
+    default:
+        c = 0;
+        for (int i = 0; i < n; i++)
+            c |= (uint64_t)p[i] << (8 * i);
+        return c;
+    }
+}
+/* kv_wr_le() -- the low n (1..8) bytes of v to p, little-endian, constant-size stores. */
+static inline void kv_wr_le(uint8_t *p, uint64_t v, int n)
+{
+    uint16_t a;
+    uint32_t b;
+    switch (n) {
+    case 2: a = (uint16_t)v; memcpy(p, &a, 2); return;
+    case 3: a = (uint16_t)v; memcpy(p, &a, 2); p[2] = (uint8_t)(v >> 16); return;
+    case 4: b = (uint32_t)v; memcpy(p, &b, 4); return;
+    case 5: b = (uint32_t)v; memcpy(p, &b, 4); p[4] = (uint8_t)(v >> 32); return;
+    case 8: memcpy(p, &v, 8); return;
+    default:
+        for (int i = 0; i < n; i++)
+            p[i] = (uint8_t)(v >> (8 * i));
     }
 }
 static inline void kv_unpack32(const uint8_t *src, int bits, uint8_t *idx)
