@@ -22,11 +22,14 @@ int cli_is_help(int argc, char **argv);
 
 /* Subcommands (tools/cmd_*.c). */
 int cmd_default(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_kv_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 int cmd_kv_bench_cuda(int argc, char **argv); /* tq kv-bench --cuda (tools/cmd_kv_bench_cuda.c) */
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
-int cmd_inspect(int argc, char **argv);
 
 #endif

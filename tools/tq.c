@@ -12,6 +12,9 @@ static int cmd_version(int argc, char **argv);
 
 /* One line per command; keep sorted by how often people need them. */
 static const command commands[] = {
+    {"generate", cmd_generate, "continue a prompt with a model, streaming the text"},
+    {"chat", cmd_chat, "interactive chat with an instruct model (its chat template)"},
+    {"bench", cmd_bench, "engine speed: prefill and decode tok/s, peak memory"},
     {"inspect", cmd_inspect, "model file: architecture, tokenizer, metadata, tensor table (--json)"},
     {"tokenize", cmd_tokenize, "text -> token ids with a tokenizer.json or GGUF vocabulary"},
     {"ppl", cmd_ppl, "perplexity of a text through a KV-cache scheme (llama.cpp windows)"},

@@ -61,6 +61,76 @@ TQ_API void tq_sampler_reset(tq_sampler *s);
 TQ_API tq_status tq_sampler_dist(tq_sampler *s, const float *logits, int32_t *ids, float *probs,
                                  int64_t cap, int64_t *n_kept);
 
+/* ==== generation loop ====================================================================== */
+/* A generator drives one session: prefill the prompt, then sample -> stream -> evaluate, until
+ * EOS/end-of-turn, a stop string, max_new_tokens, or a full context. Every buffer (logits, text
+ * hold-back, sampler) is allocated in tq_generator_create(); the loop itself never allocates. */
+
+/* Generation settings. Fill with tq_gen_opts_default() first. */
+typedef struct tq_gen_opts {
+    tq_sampler_params sampling; /* see above (default: greedy)                               */
+    int64_t max_new_tokens;     /* stop after this many new tokens; <= 0 = no limit (until
+                                 * EOS or the context is full) (default 256)                  */
+    const char *const *stop;    /* n_stop stop strings (borrowed; must outlive the generator):
+                                 * generation ends when the text contains one; it is not
+                                 * streamed, nor anything after it (default none)              */
+    int n_stop;
+    int ignore_eos;             /* 1: do not stop at EOS / end-of-turn tokens (default 0)     */
+    int show_special;           /* 1: stream special tokens' text too (default 0)             */
+} tq_gen_opts;
+
+/* tq_gen_opts_default() -- greedy sampling, max_new_tokens 256, no stop strings, stop at EOS. */
+TQ_API void tq_gen_opts_default(tq_gen_opts *opts);
+
+typedef struct tq_generator tq_generator;
+
+/* tq_generator_create() -- a generator over session (borrowed; evaluated on model, which must be
+ * the session's model) with tokenizer tok (borrowed). The EOS set is the tokenizer's eos and
+ * end-of-turn ids plus the model's eos id. Errors: TQ_E_ARG (bad option: the message names it),
+ * TQ_E_MISMATCH (tokenizer ids do not fit the model's vocabulary), TQ_E_NOMEM. */
+TQ_API tq_status tq_generator_create(tq_model *model, tq_session *session, const tq_tokenizer *tok,
+                                     const tq_gen_opts *opts, tq_generator **out);
+TQ_API void tq_generator_free(tq_generator *g);
+
+/* tq_generator_sampler() -- the generator's sampler (for tq_sampler_reset() between runs). */
+TQ_API tq_sampler *tq_generator_sampler(tq_generator *g);
+
+/* Streaming callback: called once per generated token with the text that became final with it
+ * (complete UTF-8 characters that cannot be the start of a stop string; possibly len 0), and a
+ * last time with token -1 for held-back text at the end. Return nonzero to stop generating. */
+typedef int (*tq_gen_fn)(void *user, int32_t token, const char *text, size_t len);
+
+/* Why generation ended. Pinned values. */
+typedef enum tq_gen_stop {
+    TQ_GEN_STOP_LENGTH = 0, /* max_new_tokens reached                                       */
+    TQ_GEN_STOP_EOS = 1,    /* EOS / end-of-turn token sampled (not streamed, not evaluated) */
+    TQ_GEN_STOP_STRING = 2, /* a stop string appeared in the text                            */
+    TQ_GEN_STOP_CTX = 3,    /* the session's context is full                                 */
+    TQ_GEN_STOP_USER = 4,   /* the callback returned nonzero                                 */
+} tq_gen_stop;
+
+/* What one run did. Times are wall-clock seconds. */
+typedef struct tq_gen_stats {
+    int64_t n_prompt;   /* prompt tokens evaluated (prefill)                                 */
+    int64_t n_gen;      /* tokens sampled (the EOS that stopped a run included)              */
+    int64_t n_decode;   /* single-token forward steps run after the prefill                  */
+    double prefill_s;   /* prompt evaluation                                                  */
+    double decode_s;    /* the n_decode steps (sampling included)                             */
+    tq_gen_stop stop;   /* why it ended                                                       */
+    int stop_index;     /* which stop string, for TQ_GEN_STOP_STRING; else -1                 */
+} tq_gen_stats;
+
+/* tq_generator_run() -- append prompt[0..n_prompt) (n_prompt >= 1) to the session and generate
+ * from the logits of its last token. Multi-turn use: keep the session, trim it back to the
+ * tokens shared with the next prompt (tq_session_trim) and pass the rest. The last 4096 prompt
+ * tokens enter the repetition-penalty history. fn and stats may be NULL. Errors: TQ_E_OVERFLOW
+ * when the prompt does not fit the context with room for one new token (the message gives the
+ * numbers; nothing is evaluated), TQ_E_ARG (empty prompt, token id outside the vocabulary), or
+ * the engine's error. A context that fills up while generating is not an error
+ * (stop = TQ_GEN_STOP_CTX). */
+TQ_API tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_prompt,
+                                  tq_gen_fn fn, void *user, tq_gen_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

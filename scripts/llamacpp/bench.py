@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""bench.py -- llama.cpp prefill and decode speed (through llama-cpp-python, built from source),
+and, with --tq, tq's `tq bench` on the same machine in the same run, as ratios.
+
+    python3 scripts/llamacpp/bench.py                                   # llama.cpp only
+    python3 scripts/llamacpp/bench.py --tq build/gen/tq --runs 5        # both, interleaved
+
+What is measured (same thread count for both engines, default: every core):
+  prefill : one forward pass over N_PREFILL (512) tokens of real text from an empty cache, tok/s;
+  decode  : tokens/s of single-token steps (greedy feed-back of fixed ids) after a prompt of
+            `depth` tokens, for each depth in --depths (default 0,128,512,1024), 32 steps each.
+Each number is the median of --runs repetitions; tq and llama.cpp repetitions alternate, so
+machine noise hits both. Models: the F16 GGUF (both engines, the same weights) and SmolLM2's
+original Q4_1 GGUF (llama.cpp computes on Q4_1 blocks; tq dequantizes them at load to its
+--weights type, default bf16, which the output says).
+llama.cpp settings: n_ctx 2048, n_batch = n_ubatch = 512, KV cache F16 (its default), no flash
+attention (its default on CPU in this version), mmap.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+N_PREFILL = 512
+N_DECODE = 32
+
+
+def text_tokens(llm, n):
+    path = "/work/shared/assets/corpora/wikitext-2-raw-test.txt"
+    txt = open(path, encoding="utf-8").read(200000) if os.path.exists(path) else "hello world " * 2000
+    toks = llm.tokenize(txt.encode(), add_bos=False, special=False)
+    return (toks * (n // max(len(toks), 1) + 1))[:n]
+
+
+def llama_once(llm, toks, depths):
+    out = {}
+    llm.reset()
+    llm._ctx.kv_cache_clear()
+    t0 = time.perf_counter()
+    llm.eval(toks[:N_PREFILL])
+    out["prefill"] = N_PREFILL / (time.perf_counter() - t0)
+    for d in depths:
+        llm.reset()
+        llm._ctx.kv_cache_clear()
+        if d:
+            llm.eval(toks[:d])
+        step = toks[d : d + N_DECODE]
+        t0 = time.perf_counter()
+        for t in step:
+            llm.eval([t])
+        out[f"decode@{d}"] = N_DECODE / (time.perf_counter() - t0)
+    return out
+
+
+def tq_once(tq, model, threads, depths, weights):
+    cmd = [tq, "bench", "-m", model, "-t", str(threads), "--weights", weights, "--json",
+           "--prefill", str(N_PREFILL), "--decode", str(N_DECODE),
+           "--depths", ",".join(str(d) for d in depths), "--runs", "1"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed:\n{r.stderr}")
+    j = json.loads(r.stdout.strip().splitlines()[-1])
+    out = {"prefill": j["prefill_tok_s"]}
+    for d in depths:
+        out[f"decode@{d}"] = j["decode_tok_s"][str(d)]
+    out["_peak_rss_mb"] = j.get("peak_rss_mb")
+    out["_kernel"] = j.get("kernel")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="models/SmolLM2-135M-Instruct.F16.gguf,models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--depths", default="0,128,512,1024")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--tq", help="path of the tq binary: also run `tq bench` and print ratios")
+    ap.add_argument("--tq-weights", default="auto",
+                    help="tq --weights: auto = f16 for an F16 file, bf16 otherwise")
+    a = ap.parse_args()
+    depths = [int(x) for x in a.depths.split(",")]
+    import llama_cpp
+    from llama_cpp import Llama
+
+    print(f"llama-cpp-python {llama_cpp.__version__}, threads {a.threads}, runs {a.runs} (median), "
+          f"prefill {N_PREFILL} tokens, decode {N_DECODE} steps at depths {depths}")
+    rows = []
+    for model in a.models.split(","):
+        llm = Llama(model_path=model, n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=a.threads,
+                    n_threads_batch=a.threads, verbose=False)
+        toks = text_tokens(llm, 2048)
+        w = a.tq_weights
+        if w == "auto":
+            w = "f16" if ".F16." in model else "bf16"
+        runs_l, runs_t = [], []
+        llama_once(llm, toks, [0])  # warm-up: page in the weights
+        for _ in range(a.runs):
+            runs_l.append(llama_once(llm, toks, depths))
+            if a.tq:
+                runs_t.append(tq_once(a.tq, model, a.threads, depths, w))
+        del llm
+        keys = ["prefill"] + [f"decode@{d}" for d in depths]
+        for k in keys:
+            lm = statistics.median(r[k] for r in runs_l)
+            row = {"model": os.path.basename(model), "metric": k, "llama_tok_s": lm}
+            if runs_t:
+                tm = statistics.median(r[k] for r in runs_t)
+                row.update(tq_tok_s=tm, ratio=tm / lm, tq_weights=w, tq_kernel=runs_t[0]["_kernel"])
+            rows.append(row)
+    for r in rows:
+        s = f"{r['model']:36s} {r['metric']:12s} llama.cpp {r['llama_tok_s']:9.1f} tok/s"
+        if "tq_tok_s" in r:
+            s += f"   tq ({r['tq_weights']}) {r['tq_tok_s']:9.1f} tok/s   tq/llama.cpp {r['ratio']:.2f}"
+        print(s)
+    print("JSON " + json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,440 @@
+/* cmd_generate.c -- `tq generate`: complete a prompt with a model, streaming the text; plus the
+ * helpers `tq chat`, `tq bench` and the default job share (cmd_generate.h). */
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd_generate.h"
+
+void gen_args_default(gen_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->model = GEN_DEFAULT_MODEL;
+    a->threads = 0;
+    a->weights = TQ_DTYPE_BF16;
+    a->kv = "bf16";
+    a->ctx = 4096;
+    tq_gen_opts_default(&a->gen);
+    a->gen.sampling.temperature = 0.7f;
+    a->gen.sampling.top_k = 40;
+    a->gen.sampling.top_p = 0.9f;
+    a->gen.sampling.min_p = 0.05f;
+    a->gen.sampling.repeat_penalty = 1.1f;
+    a->gen.sampling.repeat_last_n = 64;
+    a->seed = 42;
+    a->gen.max_new_tokens = 256;
+}
+
+const char *gen_common_help(void)
+{
+    return "model and engine:\n"
+           "  -m, --model PATH      GGUF file or Hugging Face directory\n"
+           "                        (default " GEN_DEFAULT_MODEL ";\n"
+           "                        get it with scripts/get-model.sh smollm2)\n"
+           "  -t, --threads N       CPU threads (default: every core)\n"
+           "  --weights TYPE        in-memory weights: bf16 (default), f16 or f32; quantized files\n"
+           "                        are dequantized to it at load\n"
+           "  --kv SCHEME           KV cache: bf16 (default), f32, f16, kv8, kv4, turbo[:kXvY], ...\n"
+           "  -c, --ctx N           context length in tokens (default 4096; 0 = the model's own)\n"
+           "sampling (temperature 0 = greedy; a filter's neutral value switches it off):\n"
+           "  --temp T              temperature (default 0.7)\n"
+           "  --top-k K             keep the K most likely tokens (default 40; 0 = off)\n"
+           "  --top-p P             keep the smallest set with probability mass P (default 0.9; 1 = off)\n"
+           "  --min-p P             drop tokens below P x the top probability (default 0.05; 0 = off)\n"
+           "  --repeat-penalty R    penalise the last --repeat-last-n tokens (default 1.1; 1 = off)\n"
+           "  --repeat-last-n N     penalty window (default 64)\n"
+           "  --seed S              random seed (default 42; -1 = from the clock, printed)\n"
+           "  --greedy              same as --temp 0\n"
+           "stopping:\n"
+           "  -n, --max-tokens N    at most N new tokens (default 256; 0 = until EOS or full context)\n"
+           "  --stop TEXT           stop when TEXT appears (repeatable, up to 16; not printed)\n"
+           "  --ignore-eos          keep going past end-of-sequence tokens\n"
+           "  --show-special        print special tokens such as <|im_end|>\n"
+           "  -q, --quiet           no statistics line on stderr\n";
+}
+
+static int need(const char *cmd, int argc, char **argv, int i)
+{
+    if (i + 1 >= argc) {
+        fprintf(stderr, "tq %s: %s needs a value (see tq %s --help)\n", cmd, argv[i], cmd);
+        return -1;
+    }
+    return 0;
+}
+
+int gen_parse_common(const char *cmd, gen_args *a, int argc, char **argv, int *ip)
+{
+    const int i = *ip;
+    const char *f = argv[i];
+    long lv;
+    double dv;
+    tq_sampler_params *sp = &a->gen.sampling;
+
+#define TAKE_INT(dst)                                                                          \
+    do {                                                                                       \
+        if (need(cmd, argc, argv, i) || cli_int(cmd, f, argv[i + 1], &lv))                     \
+            return -1;                                                                         \
+        dst = lv;                                                                              \
+        *ip = i + 1;                                                                           \
+        return 1;                                                                              \
+    } while (0)
+#define TAKE_DBL(dst)                                                                          \
+    do {                                                                                       \
+        if (need(cmd, argc, argv, i) || cli_double(cmd, f, argv[i + 1], &dv))                  \
+            return -1;                                                                         \
+        dst = (float)dv;                                                                       \
+        *ip = i + 1;                                                                           \
+        return 1;                                                                              \
+    } while (0)
+
+    if (!strcmp(f, "-m") || !strcmp(f, "--model")) {
+        if (need(cmd, argc, argv, i))
+            return -1;
+        a->model = argv[i + 1];
+        *ip = i + 1;
+        return 1;
+    }
+    if (!strcmp(f, "--kv")) {
+        if (need(cmd, argc, argv, i))
+            return -1;
+        a->kv = argv[i + 1];
+        *ip = i + 1;
+        return 1;
+    }
+    if (!strcmp(f, "--weights")) {
+        if (need(cmd, argc, argv, i))
+            return -1;
+        const char *v = argv[i + 1];
+        if (!strcmp(v, "bf16"))
+            a->weights = TQ_DTYPE_BF16;
+        else if (!strcmp(v, "f16"))
+            a->weights = TQ_DTYPE_F16;
+        else if (!strcmp(v, "f32"))
+            a->weights = TQ_DTYPE_F32;
+        else {
+            fprintf(stderr, "tq %s: --weights '%s' is not a weight type (choose bf16, f16 or f32)\n",
+                    cmd, v);
+            return -1;
+        }
+        *ip = i + 1;
+        return 1;
+    }
+    if (!strcmp(f, "-t") || !strcmp(f, "--threads"))
+        TAKE_INT(a->threads);
+    if (!strcmp(f, "-c") || !strcmp(f, "--ctx"))
+        TAKE_INT(a->ctx);
+    if (!strcmp(f, "-n") || !strcmp(f, "--max-tokens"))
+        TAKE_INT(a->gen.max_new_tokens);
+    if (!strcmp(f, "--top-k"))
+        TAKE_INT(sp->top_k);
+    if (!strcmp(f, "--repeat-last-n"))
+        TAKE_INT(sp->repeat_last_n);
+    if (!strcmp(f, "--seed"))
+        TAKE_INT(a->seed);
+    if (!strcmp(f, "--temp") || !strcmp(f, "--temperature"))
+        TAKE_DBL(sp->temperature);
+    if (!strcmp(f, "--top-p"))
+        TAKE_DBL(sp->top_p);
+    if (!strcmp(f, "--min-p"))
+        TAKE_DBL(sp->min_p);
+    if (!strcmp(f, "--repeat-penalty"))
+        TAKE_DBL(sp->repeat_penalty);
+    if (!strcmp(f, "--greedy")) {
+        sp->temperature = 0.0f;
+        return 1;
+    }
+    if (!strcmp(f, "--stop")) {
+        if (need(cmd, argc, argv, i))
+            return -1;
+        if (a->gen.n_stop >= 16) {
+            fprintf(stderr, "tq %s: at most 16 --stop strings\n", cmd);
+            return -1;
+        }
+        if (!argv[i + 1][0]) {
+            fprintf(stderr, "tq %s: --stop needs a non-empty string\n", cmd);
+            return -1;
+        }
+        a->stop[a->gen.n_stop++] = argv[i + 1];
+        *ip = i + 1;
+        return 1;
+    }
+    if (!strcmp(f, "--ignore-eos")) {
+        a->gen.ignore_eos = 1;
+        return 1;
+    }
+    if (!strcmp(f, "--show-special")) {
+        a->gen.show_special = 1;
+        return 1;
+    }
+    if (!strcmp(f, "-q") || !strcmp(f, "--quiet")) {
+        a->quiet = 1;
+        return 1;
+    }
+    return 0;
+#undef TAKE_INT
+#undef TAKE_DBL
+}
+
+int gen_open(const char *cmd, gen_args *a, gen_ctx *g)
+{
+    tq_model_opts mo;
+    tq_session_opts so;
+    tq_status st;
+
+    memset(g, 0, sizeof(*g));
+    if (a->threads < 0 || a->ctx < 0) {
+        fprintf(stderr, "tq %s: --threads and --ctx must be >= 0\n", cmd);
+        return 2;
+    }
+    if (a->seed < 0) {
+        a->seed = (long)(time(NULL) ^ (getpid() << 16)) & 0x7fffffff;
+        fprintf(stderr, "tq %s: seed %ld (rerun with --seed %ld)\n", cmd, a->seed, a->seed);
+    }
+    a->gen.sampling.seed = (uint64_t)a->seed;
+    a->gen.stop = a->stop;
+    if (access(a->model, R_OK) != 0) {
+        fprintf(stderr, "tq %s: cannot read model '%s': %s%s\n", cmd, a->model, strerror(errno),
+                !strcmp(a->model, GEN_DEFAULT_MODEL)
+                    ? " (fetch it with: scripts/get-model.sh smollm2, or run `tq` once)"
+                    : " (give a GGUF file or a Hugging Face directory with -m)");
+        return 1;
+    }
+    tq_model_opts_default(&mo);
+    mo.weight_type = a->weights;
+    mo.n_threads = a->threads;
+    if ((st = tq_model_load(a->model, &mo, &g->model)))
+        return cli_error(cmd, st, "cannot load model '%s'", a->model);
+    tq_model_get_info(g->model, &g->info);
+    if ((st = tq_tokenizer_load(a->model, &g->tok))) {
+        cli_error(cmd, st, "cannot load the tokenizer of '%s'", a->model);
+        goto fail;
+    }
+    tq_session_opts_default(&so);
+    if ((st = tq_kv_scheme_parse(a->kv, &so.kv))) {
+        cli_error(cmd, st, "--kv '%s'", a->kv);
+        fprintf(stderr, "%s\n", tq_kv_schemes_help());
+        goto fail;
+    }
+    if (a->ctx > g->info.max_ctx && g->info.max_ctx > 0) {
+        fprintf(stderr, "tq %s: --ctx %ld is more than the model's context (%d); using %d\n", cmd,
+                a->ctx, g->info.max_ctx, g->info.max_ctx);
+        a->ctx = g->info.max_ctx;
+    }
+    so.n_ctx = (int)a->ctx;
+    if ((st = tq_session_create(g->model, &so, &g->session))) {
+        cli_error(cmd, st, "cannot create a session (kv %s, ctx %ld)", a->kv, a->ctx);
+        goto fail;
+    }
+    if ((st = tq_generator_create(g->model, g->session, g->tok, &a->gen, &g->gen))) {
+        cli_error(cmd, st, "bad generation settings");
+        goto fail;
+    }
+    return 0;
+fail:
+    gen_close(g);
+    return st == TQ_E_ARG ? 2 : 1;
+}
+
+void gen_close(gen_ctx *g)
+{
+    tq_generator_free(g->gen);
+    tq_session_free(g->session);
+    tq_tokenizer_free(g->tok);
+    tq_model_free(g->model);
+    memset(g, 0, sizeof(*g));
+}
+
+int gen_encode(const char *cmd, gen_ctx *g, const char *text, int special, unsigned flags,
+               int32_t **ids, int64_t *n)
+{
+    const size_t len = strlen(text);
+    const int64_t cap = tq_tokenizer_encode_bound(len);
+    tq_status st;
+
+    *ids = malloc((size_t)cap * sizeof(int32_t));
+    if (!*ids)
+        return cli_error(cmd, TQ_E_NOMEM, "out of memory for a prompt of %zu bytes", len);
+    if (special)
+        flags |= TQ_TOK_PARSE_SPECIAL;
+    if ((st = tq_tokenizer_encode(g->tok, text, len, flags, *ids, cap, n))) {
+        free(*ids);
+        *ids = NULL;
+        return cli_error(cmd, st, "cannot tokenize the prompt");
+    }
+    return 0;
+}
+
+int gen_print_cb(void *user, int32_t token, const char *text, size_t len)
+{
+    (void)user;
+    (void)token;
+    if (len)
+        fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+void gen_print_stats(const tq_gen_stats *st)
+{
+    static const char *why[] = {"max tokens", "end of sequence", "stop string", "context full",
+                                "stopped"};
+    fprintf(stderr, "[prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | stop: %s]\n",
+            (long long)st->n_prompt, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0,
+            (long long)st->n_gen,
+            st->decode_s > 0 ? (st->n_decode > 0 ? st->n_decode : st->n_gen) / st->decode_s : 0.0,
+            (unsigned)st->stop < 5 ? why[st->stop] : "?");
+}
+
+static char *read_file(const char *cmd, const char *path)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    size_t cap = 4096, n = 0;
+    char *buf = NULL;
+    if (!f) {
+        fprintf(stderr, "tq %s: cannot open prompt file '%s': %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (n + 1 < cap)
+            break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (buf)
+        buf[n] = 0;
+    else
+        fprintf(stderr, "tq %s: out of memory reading '%s'\n", cmd, path);
+    return buf;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tq generate [-m MODEL] (-p PROMPT | -f FILE) [options]\n\n"
+            "Continue a prompt with a language model, streaming the text to stdout as it is made.\n"
+            "Statistics (prompt and generation speed, why it stopped) go to stderr.\n\n"
+            "prompt:\n"
+            "  -p, --prompt TEXT     the prompt\n"
+            "  -f, --file PATH       read the prompt from a file ('-' = stdin)\n"
+            "  --chat                wrap the prompt as a user message in the model's chat template\n"
+            "                        (for instruct models; stops at the end of the reply)\n"
+            "  --system TEXT         system message for --chat (default: the template's own)\n"
+            "  --raw                 do not parse special tokens like <|im_start|> in the prompt\n"
+            "  --echo                print the prompt before the continuation\n"
+            "%s\n"
+            "examples:\n"
+            "  tq generate -p 'The capital of France is' -n 20 --greedy\n"
+            "  tq generate --chat -p 'Write a haiku about the sea.'\n"
+            "  tq generate -m models/SmolLM2-135M-Instruct.F16.gguf --weights f16 -f story.txt\n",
+            gen_common_help());
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *cmd = "generate";
+    gen_args a;
+    gen_ctx g;
+    const char *prompt = NULL, *file = NULL, *system = NULL;
+    int chat = 0, raw = 0, echo = 0, rc;
+    char *text = NULL, *rendered = NULL;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    tq_gen_stats st;
+    tq_status s;
+
+    if (cli_is_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    gen_args_default(&a);
+    for (int i = 1; i < argc; i++) {
+        int r = gen_parse_common(cmd, &a, argc, argv, &i);
+        if (r < 0)
+            return 2;
+        if (r)
+            continue;
+        if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc)
+            prompt = argv[++i];
+        else if ((!strcmp(argv[i], "-f") || !strcmp(argv[i], "--file")) && i + 1 < argc)
+            file = argv[++i];
+        else if (!strcmp(argv[i], "--system") && i + 1 < argc)
+            system = argv[++i];
+        else if (!strcmp(argv[i], "--chat"))
+            chat = 1;
+        else if (!strcmp(argv[i], "--raw"))
+            raw = 1;
+        else if (!strcmp(argv[i], "--echo"))
+            echo = 1;
+        else {
+            fprintf(stderr, "tq %s: unknown or incomplete option '%s' (see tq %s --help)\n", cmd,
+                    argv[i], cmd);
+            return 2;
+        }
+    }
+    if (!prompt == !file) {
+        fprintf(stderr, "tq %s: give the prompt with -p TEXT or -f FILE (one of them)\n", cmd);
+        return 2;
+    }
+    if (file && !(text = read_file(cmd, file)))
+        return 1;
+    if ((rc = gen_open(cmd, &a, &g))) {
+        free(text);
+        return rc;
+    }
+    const char *ptext = text ? text : prompt;
+    if (chat) {
+        tq_chat_msg msgs[2];
+        int nm = 0;
+        size_t need_n = 0, cap = strlen(ptext) + (system ? strlen(system) : 0) + 4096;
+        if (system)
+            msgs[nm++] = (tq_chat_msg){"system", system};
+        msgs[nm++] = (tq_chat_msg){"user", ptext};
+        rendered = malloc(cap);
+        s = rendered ? tq_chat_render(g.tok, TQ_CHAT_AUTO, msgs, nm, 1, rendered, cap, &need_n)
+                     : TQ_E_NOMEM;
+        if (s) {
+            rc = cli_error(cmd, s, "cannot apply the chat template of '%s' (--chat)", a.model);
+            goto out;
+        }
+        ptext = rendered;
+    }
+    if ((rc = gen_encode(cmd, &g, ptext, !raw, chat ? 0u : (unsigned)TQ_TOK_ADD_BOS_AUTO, &ids,
+                         &n)))
+        goto out;
+    if (n == 0) {
+        rc = 2;
+        fprintf(stderr, "tq %s: the prompt is empty\n", cmd);
+        goto out;
+    }
+    if (echo) {
+        fputs(ptext, stdout);
+        fflush(stdout);
+    }
+    s = tq_generator_run(g.gen, ids, n, gen_print_cb, NULL, &st);
+    printf("\n");
+    fflush(stdout);
+    if (s) {
+        rc = cli_error(cmd, s, "generation failed");
+        goto out;
+    }
+    if (!a.quiet)
+        gen_print_stats(&st);
+    rc = 0;
+out:
+    free(ids);
+    free(rendered);
+    free(text);
+    gen_close(&g);
+    return rc;
+}
