@@ -99,6 +99,27 @@ int main(int argc, char **argv)
             CHECK(tq_kv_v_index_ref(INFINITY, b) == nb, "+inf bits %d", b);
             CHECK(tq_kv_v_index_ref(-INFINITY, b) == 0, "-inf bits %d", b);
         }
+        /* bisection == literal count: every boundary, its neighbours, specials, random floats */
+        for (int k = 0; k < 5; k++) {
+            const int b = bits[k], nb = (1 << b) - 1;
+            const float *bd = tq_kv_boundaries(b);
+            int ok = 1;
+            for (int j = 0; j < nb; j++) {
+                const float zs[3] = {nextafterf(bd[j], -INFINITY), bd[j], nextafterf(bd[j], INFINITY)};
+                for (int t = 0; t < 3; t++)
+                    ok &= tq_kv_v_index_search(zs[t], b) == tq_kv_v_index_ref(zs[t], b);
+            }
+            const float sp[6] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e30f};
+            for (int t = 0; t < 6; t++)
+                ok &= tq_kv_v_index_search(sp[t], b) == tq_kv_v_index_ref(sp[t], b);
+            uint32_t st = 99u + (uint32_t)b;
+            for (int t = 0; t < 20000; t++) {
+                st = st * 1664525u + 1013904223u;
+                const float z = (float)((int32_t)st) * (6.0f / 2147483648.0f);
+                ok &= tq_kv_v_index_search(z, b) == tq_kv_v_index_ref(z, b);
+            }
+            CHECK(ok, "bisection == count, bits %d", b);
+        }
         CHECK(tq_kv_v_index_ref(-0.0f, 3) == 3 && tq_kv_v_index_ref(0.0f, 3) == 3, "+-0 3-bit");
         CHECK(tq_kv_v_index_ref(0.0f, 2) == 2, "0 2-bit (B[1] < 0)");
     }

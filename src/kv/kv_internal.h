@@ -150,6 +150,10 @@ static inline const uint8_t *tq_kv_turbo_v_scales(const uint8_t *row, int d, int
 }
 /* tq_kv_v_index_ref() -- #{ j : z > B[j] } over the 2^b - 1 boundaries (NaN -> 0). */
 int tq_kv_v_index_ref(float z, int bits);
+/* tq_kv_v_index_search() -- the same count by bisection over the non-decreasing boundaries
+ * (b steps instead of 2^b - 1 compares); what the row encoder uses. Equal to
+ * tq_kv_v_index_ref() for every float (test_kv_ref). */
+int tq_kv_v_index_search(float z, int bits);
 
 /* ---- kv8 / kv4 baselines: uniform affine, group 64 (docs/FORMAT.md) ---------------------------
  * scale_h = f16((max - min) / (2^b - 1)), bias_h = f16(min); with s = (float)scale_h,

@@ -251,6 +251,18 @@ int tq_kv_v_index_ref(float z, int bits)
     return c;
 }
 
+int tq_kv_v_index_search(float z, int bits)
+{
+    /* B is non-decreasing (checked by the table generator and test_kv_ref), so the predicate
+     * z > B[j] is true exactly for j < count: find count by bisection, b steps. NaN -> 0. */
+    const float *b = tq_kv_boundaries(bits);
+    int idx = 0;
+    for (int step = 1 << (bits - 1); step >= 1; step >>= 1)
+        if (z > b[idx + step - 1])
+            idx += step;
+    return idx;
+}
+
 void tq_kv_turbo_encode_v_row_ref(const float *x, int d, int v_bits, uint8_t *dst)
 {
     float y[TQ_KV_MAX_HEAD_DIM];
@@ -266,7 +278,7 @@ void tq_kv_turbo_encode_v_row_ref(const float *x, int d, int v_bits, uint8_t *ds
         const float scale = sqrtf(ss * 0.03125f);
         const float se = scale + tq_kv_eps;
         for (int k = 0; k < TQ_KV_GROUP; k++)
-            idx[g * TQ_KV_GROUP + k] = (uint8_t)tq_kv_v_index_ref(yg[k] / se, v_bits);
+            idx[g * TQ_KV_GROUP + k] = (uint8_t)tq_kv_v_index_search(yg[k] / se, v_bits);
         tq_wr16(sc + 2 * g, tq_kv_f16(scale));
     }
     tq_kv_pack_bits(idx, d, v_bits, dst);
