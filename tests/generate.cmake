@@ -1,4 +1,6 @@
 # Generation: sampler, generation loop, commands; llama.cpp comparison (needs models/).
 tq_test(test_sample LABELS fast)
-# tq vs llama.cpp on the same F16 weights (skips without models/SmolLM2-135M-Instruct.F16.gguf)
-tq_test(test_llamacpp LABELS model)
+tq_test(test_gen LABELS fast)
+# tq vs llama.cpp on the same F16 weights (skips without models/SmolLM2-135M-Instruct.F16.gguf;
+# make it with scripts/llamacpp/make_f16_gguf.py)
+tq_test(test_llamacpp LABELS model TIMEOUT 900)
