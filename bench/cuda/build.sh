@@ -9,7 +9,7 @@ arch=${TQ_CUDA_ARCH:-90a}
 jobs=${JOBS:-$(nproc)}
 mkdir -p "$out/obj"
 cflags="-std=c11 -O2 -g -D_GNU_SOURCE -DTQ_BUILDING -DTQ_HAVE_CUDA -Iinclude -Isrc -ffp-contract=off -fvisibility=hidden -Wall -Wno-unused-parameter"
-nvflags="-std=c++17 -O3 -lineinfo -gencode=arch=compute_${arch},code=sm_${arch} -DTQ_BUILDING -DTQ_HAVE_CUDA -Iinclude -Isrc"
+nvflags="${EXTRA_NVFLAGS:-} -std=c++17 -O3 -lineinfo -gencode=arch=compute_${arch},code=sm_${arch} -DTQ_BUILDING -DTQ_HAVE_CUDA -Iinclude -Isrc"
 objs=()
 cmds=()
 for f in src/core/*.c src/kv/*.c src/cpu/kv_*.c src/cuda/*.c; do

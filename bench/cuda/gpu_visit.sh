@@ -34,13 +34,27 @@ test)
     echo "racecheck rc=$?"; tail -3 "$out/racecheck.log"
     ;;
 main)
+    # variant build in the background: bigger stages, 2 blocks/SM
+    (EXTRA_NVFLAGS="-DTQC_STAGE_BYTES=12288 -DTQC_MIN_BLOCKS=2" JOBS=8 bench/cuda/build.sh build/gpu-v2 > /tmp/build_v2.log 2>&1 || tail -20 /tmp/build_v2.log) &
+    bgpid=$!
     timeout 300 $B/test_cuda_kv; echo "test rc=$?"
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/sanitizer.log" 2>&1
     echo "memcheck rc=$?"; tail -2 "$out/sanitizer.log"
+    cuobjdump -sass $B/obj/src_cuda_kv_attend.cu.o | awk '/Function : .*attend_kernelILi128ELi5ELi8ELi3E/{p=1} /Function : /{if(!/attend_kernelILi128ELi5ELi8ELi3E/)p=0} p' > "$out/attend_k8v3_d128.sass" 2>&1
+    wc -l "$out/attend_k8v3_d128.sass"
     timeout 200 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
         --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --csv "$out/kv_bench_d128.csv"; echo "bench rc=$?"
     timeout 120 python3 bench/cuda/sdpa_bench.py --head-dim 128 --ctx 1024,4096,16384,32768,65536,131072 \
         --batch 1,8 --reps 20 --csv "$out/sdpa_d128.csv"; echo "sdpa rc=$?"
+    wait $bgpid; echo "variant build rc=$?"
+    echo "-- variant STAGE_BYTES=12288 MIN_BLOCKS=2"
+    timeout 100 build/gpu-v2/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 32768,131072 --batch 1,8 --reps 20
+    for d in 64 256; do
+        timeout 100 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim $d \
+            --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 10 --csv "$out/kv_bench_d$d.csv"; echo "bench d=$d rc=$?"
+    done
+    timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 64,256 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 10 --csv "$out/sdpa_d64_d256.csv"; echo "sdpa d=64,256 rc=$?"
     ;;
 bench)
     for d in 128 64 256; do

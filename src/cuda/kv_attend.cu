@@ -28,8 +28,14 @@
 
 namespace {
 
-constexpr int NW = 4;              // warps per block
-constexpr int STAGE_BYTES = 8192;  // target bytes of one warp stage (K + V rows)
+#ifndef TQC_STAGE_BYTES
+#define TQC_STAGE_BYTES 8192 // target bytes of one warp stage (K + V rows)
+#endif
+#ifndef TQC_MIN_BLOCKS
+#define TQC_MIN_BLOCKS 3 // resident blocks per SM the register budget is sized for (d <= 128)
+#endif
+constexpr int NW = 4; // warps per block
+constexpr int STAGE_BYTES = TQC_STAGE_BYTES;
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ float d_signs[64 + 128 + 256];
@@ -123,6 +129,22 @@ __device__ __forceinline__ uint32_t lds_u32(const uint8_t *p)
     return *reinterpret_cast<const uint32_t *>(p);
 }
 
+// N fp16 values (4-byte aligned unless N == 1) to fp32.
+template <int N>
+__device__ __forceinline__ void load_halves(const uint8_t *p, float *out)
+{
+    if constexpr (N == 1) {
+        out[0] = f16f(lds_u16(p));
+    } else {
+#pragma unroll
+        for (int k = 0; k < N / 2; k++) {
+            const float2 f = __half22float2(bits_h2(lds_u32(p + 4 * k)));
+            out[2 * k] = f.x;
+            out[2 * k + 1] = f.y;
+        }
+    }
+}
+
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -173,7 +195,24 @@ struct Bits {
     {
         return field<B>(i * B, 0);
     }
+    __device__ __forceinline__ uint64_t w64() const
+    {
+        if constexpr (NW_OUT == 1)
+            return (uint64_t)w[0];
+        else
+            return (uint64_t)w[0] | ((uint64_t)w[1] << 32);
+    }
 };
+
+// Mask of the even VB-bit fields (elements 0, 2, 4, ...) of a 64-bit word.
+template <int VB>
+__host__ __device__ constexpr uint64_t even_mask()
+{
+    uint64_t m = 0;
+    for (int k = 0; 2 * k * VB < 64; k++)
+        m |= (((1ull << VB) - 1) << (2 * k * VB));
+    return m;
+}
 
 // Byte-slot permutation of the 8 dims a thread feeds to one 32-group of the int8 Q.K MMA:
 // slot k (k < 4: B register 0 byte k; k >= 4: register 1 byte k-4) holds local dim perm(k).
@@ -208,7 +247,7 @@ __device__ __forceinline__ void k_bytes(const uint8_t *row, int grp, int tig, ui
 }
 
 template <int D, int FAM, int KB, int VB>
-__global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : 3) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
+__global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : TQC_MIN_BLOCKS) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
 {
     using T = Tr<D, FAM, KB, VB>;
     constexpr int TT = T::TT, NG = T::NG, ND = T::ND, NT = TT / 8;
@@ -356,8 +395,12 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : 3) attend_kernel(tqc_a
             if constexpr (T::QK_INT) {
                 const uint8_t *rowC0 = ks + (8 * j + 2 * tig) * T::K_ROW;
                 const uint8_t *rowC1 = rowC0 + T::K_ROW;
-                const uint8_t *sc0 = rowC0 + D * KB / 8, *sc1 = rowC1 + D * KB / 8;
-                constexpr int NA = FAM == TQC_TURBO ? NG : D / 64; // affine groups
+                constexpr int NA = FAM == TQC_TURBO ? NG : D / 64; // affine groups per row
+                float af0[NA], af1[NA], cf0[NA], cf1[NA];
+                load_halves<NA>(rowC0 + D * KB / 8, af0);
+                load_halves<NA>(rowC1 + D * KB / 8, af1);
+                load_halves<NA>(rowC0 + D * KB / 8 + 2 * NA, cf0);
+                load_halves<NA>(rowC1 + D * KB / 8 + 2 * NA, cf1);
 #pragma unroll
                 for (int grp = 0; grp < NG; grp++) {
                     uint32_t b0, b1;
@@ -367,16 +410,15 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : 3) attend_kernel(tqc_a
                     imma<U8>(ch, qa[grp][0], qa[grp][1], b0, b1);
                     imma<U8>(cl, qa[grp][2], qa[grp][3], b0, b1);
                     const int ag = FAM == TQC_TURBO ? grp : grp >> 1;
-                    const float a0 = f16f(lds_u16(sc0 + 2 * ag)), a1 = f16f(lds_u16(sc1 + 2 * ag));
-                    float c0 = f16f(lds_u16(sc0 + 2 * NA + 2 * ag)), c1 = f16f(lds_u16(sc1 + 2 * NA + 2 * ag));
-                    if constexpr (FAM == TQC_TURBO) {
-                        c0 *= a0;
-                        c1 *= a1;
-                    }
                     const float x0 = (float)(ch[0] * 256 + cl[0]) * qs[grp];
                     const float x1 = (float)(ch[1] * 256 + cl[1]) * qs[grp];
-                    s0 = fmaf(a0, x0, fmaf(c0, qsum[grp], s0));
-                    s1 = fmaf(a1, x1, fmaf(c1, qsum[grp], s1));
+                    if constexpr (FAM == TQC_TURBO) { // scale * (q.x + zero * sum q)
+                        s0 = fmaf(af0[ag], fmaf(cf0[ag], qsum[grp], x0), s0);
+                        s1 = fmaf(af1[ag], fmaf(cf1[ag], qsum[grp], x1), s1);
+                    } else { // scale * q.x + bias * sum q
+                        s0 = fmaf(af0[ag], x0, fmaf(cf0[ag], qsum[grp], s0));
+                        s1 = fmaf(af1[ag], x1, fmaf(cf1[ag], qsum[grp], s1));
+                    }
                 }
             } else {
                 float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -495,6 +537,35 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : 3) attend_kernel(tqc_a
                     s01 = __floats2half2_rn(s[0], s[1]);
                     s23 = __floats2half2_rn(s[2], s[3]);
                 }
+                if constexpr (ND * VB <= 64) {
+                    // Interleave the two tokens of each pair once: E holds (t, t') index pairs of
+                    // the even local dims, O of the odd ones, 2*VB bits per pair, so one shift and
+                    // one mask give a byte offset into the pair table.
+                    constexpr uint64_t ME = even_mask<VB>();
+                    uint64_t E[2], O[2];
+#pragma unroll
+                    for (int pr = 0; pr < 2; pr++) {
+                        const uint64_t x0 = vb[2 * pr].w64(), x1 = vb[2 * pr + 1].w64();
+                        E[pr] = (x0 & ME) | ((x1 << VB) & ~ME);
+                        O[pr] = ((x0 >> VB) & ME) | (x1 & ~ME);
+                    }
+                    const uint8_t *lb = reinterpret_cast<const uint8_t *>(lut2);
+#pragma unroll
+                    for (int mt2 = 0; mt2 < D / 16; mt2++) {
+                        constexpr uint64_t M = ((1ull << (2 * VB)) - 1) << 2;
+                        const int sh = 2 * VB * mt2 - 2;
+                        uint32_t av[4];
+#pragma unroll
+                        for (int pr = 0; pr < 2; pr++) {
+                            const uint32_t oe = (uint32_t)((sh >= 0 ? E[pr] >> sh : E[pr] << 2) & M);
+                            const uint32_t oo = (uint32_t)((sh >= 0 ? O[pr] >> sh : O[pr] << 2) & M);
+                            const __half2 sp = pr ? s23 : s01;
+                            av[2 * pr] = h2_bits(__hmul2(bits_h2(*reinterpret_cast<const uint32_t *>(lb + oe)), sp));
+                            av[2 * pr + 1] = h2_bits(__hmul2(bits_h2(*reinterpret_cast<const uint32_t *>(lb + oo)), sp));
+                        }
+                        mma_f16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+                    }
+                } else {
 #pragma unroll
                 for (int mt2 = 0; mt2 < D / 16; mt2++) {
                     uint32_t av[4];
@@ -507,6 +578,7 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : 3) attend_kernel(tqc_a
                         av[2 + e] = h2_bits(__hmul2(bits_h2(lut2[i23]), s23));
                     }
                     mma_f16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+                }
                 }
             } else if constexpr (T::PV_U8) {
                 // kv8: bytes of dims [g*ND, +ND); value = q * s + m in half2 arithmetic
@@ -711,16 +783,31 @@ int n_rb_of(int R)
     return (R + 7) / 8;
 }
 
+// Resident blocks per SM of one instantiation (sets its shared-memory attribute once).
+template <int D, int FAM, int KB, int VB>
+int occupancy()
+{
+    using T = Tr<D, FAM, KB, VB>;
+    static int occ = 0;
+    if (!occ) {
+        auto kern = attend_kernel<D, FAM, KB, VB>;
+        int n = 0;
+        if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, T::SMEM) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, NW * 32, T::SMEM) != cudaSuccess || n < 1) {
+            cudaGetLastError();
+            return 1;
+        }
+        occ = n;
+    }
+    return occ;
+}
+
 template <int D, int FAM, int KB, int VB>
 tq_status launch(const tqc_attend_args *a)
 {
     using T = Tr<D, FAM, KB, VB>;
-    static bool attr_done = false;
+    occupancy<D, FAM, KB, VB>(); // sets the shared-memory attribute
     auto kern = attend_kernel<D, FAM, KB, VB>;
-    if (!attr_done) {
-        TQC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, T::SMEM));
-        attr_done = true;
-    }
     const int R = a->n_heads / a->n_kv_heads * a->n_q;
     const int n_rb = n_rb_of(R);
     const int64_t per = (a->len + a->n_splits - 1) / a->n_splits;
@@ -735,15 +822,18 @@ tq_status launch(const tqc_attend_args *a)
 }
 
 typedef tq_status (*launch_fn)(const tqc_attend_args *);
+typedef int (*occ_fn)();
 struct entry {
     int fam, kb, vb;
     launch_fn f[3]; // d = 64, 128, 256
     int tt[3];
+    occ_fn occ[3];
 };
 
 #define TQC_E(FAM, KB, VB)                                                                        \
     {FAM, KB, VB, {launch<64, FAM, KB, VB>, launch<128, FAM, KB, VB>, launch<256, FAM, KB, VB>},   \
-     {Tr<64, FAM, KB, VB>::TT, Tr<128, FAM, KB, VB>::TT, Tr<256, FAM, KB, VB>::TT}}
+     {Tr<64, FAM, KB, VB>::TT, Tr<128, FAM, KB, VB>::TT, Tr<256, FAM, KB, VB>::TT},                \
+     {occupancy<64, FAM, KB, VB>, occupancy<128, FAM, KB, VB>, occupancy<256, FAM, KB, VB>}}
 
 const entry g_table[] = {
     TQC_E(TQC_F16, 16, 16),  TQC_E(TQC_BF16, 16, 16), TQC_E(TQC_AFF, 8, 8),
@@ -801,8 +891,16 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
     const int64_t units = (int64_t)batch * n_kv_heads * n_rb;
     int64_t ns = n_splits_req;
     if (ns <= 0) {
-        // ~4 blocks per SM of a 132-SM part; at least NW tiles per block.
-        ns = (528 + units - 1) / units;
+        // One full wave: resident blocks per SM x SMs, divided over (batch, kv head, row block);
+        // at least NW tiles per block.
+        static int sms = 0;
+        if (!sms && (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1)) {
+            cudaGetLastError();
+            sms = 132;
+        }
+        const int ds = dslot(g->d);
+        const int64_t slots = (int64_t)sms * (e && ds >= 0 ? e->occ[ds]() : 2);
+        ns = slots / units;
         const int64_t max_ns = (len + (int64_t)tt * NW - 1) / ((int64_t)tt * NW);
         if (ns > max_ns)
             ns = max_ns;
