@@ -125,6 +125,57 @@ int main(int argc, char **argv)
             }
         }
     }
+    /* baselines at head_dims turbo does not have: 192 and the largest, 8192, from f32 and f16 */
+    {
+        static const char *bs[4] = {"f16", "bf16", "kv8", "kv4"};
+        const int bdims[2] = {192, 8192};
+        for (int b = 0; b < 4; b++)
+            for (int di = 0; di < 2; di++) {
+                tq_kv_scheme s;
+                tq_kv_scheme_parse(bs[b], &s);
+                const int d = bdims[di];
+                const int64_t n = 3;
+                float *xx = tq_malloc((size_t)n * d * 4), *o1 = tq_malloc((size_t)n * d * 4),
+                      *o2 = tq_malloc((size_t)n * d * 4);
+                uint16_t *xh2 = tq_malloc((size_t)n * d * 2);
+                uint8_t *w = tq_malloc((size_t)n * d * 4), *g = tq_malloc((size_t)n * d * 4);
+                kv_fill_rows(&rng, xx, n, d);
+                for (int64_t i = 0; i < n * d; i++) {
+                    xh2[i] = tq_f32_to_f16(xx[i]);
+                    o1[i] = tq_f16_to_f32(xh2[i]);
+                }
+                const size_t rb = tq_kv_row_bytes1(s, 0, d);
+                for (int isa = 0; isa < TQ_ISA_COUNT; isa++) {
+                    if (!tq_cpu_supports((tq_isa)isa))
+                        continue;
+                    for (int src = 0; src < 2; src++) {
+                        const float *in = src ? o1 : xx;
+                        for (int64_t r = 0; r < n; r++)
+                            tq_kv_encode_row_ref(s, 0, in + r * d, d, w + r * rb);
+                        tq_status st = tq_kv_encode_isa(s, 0, d, src ? TQ_DTYPE_F16 : TQ_DTYPE_F32,
+                                                        src ? (const void *)xh2 : (const void *)xx,
+                                                        n, g, n * rb, pools[1], (tq_isa)isa);
+                        CHECK(st == TQ_OK && memcmp(g, w, n * rb) == 0, "%s d=%d %s from %s",
+                              bs[b], d, tq_isa_name((tq_isa)isa), src ? "f16" : "f32");
+                        st = tq_kv_decode_isa(s, 1, d, w, n, o2, n * d, pools[2], (tq_isa)isa);
+                        float *want_out = (float *)g; /* g is free again: n*d*4 bytes */
+                        for (int64_t r = 0; r < n; r++)
+                            tq_kv_decode_row_ref(s, 1, w + r * rb, d, want_out + r * d);
+                        int64_t where = -1;
+                        CHECK(st == TQ_OK && same_floats(o2, want_out, n * d, &where),
+                              "decode %s d=%d %s: element %lld", bs[b], d,
+                              tq_isa_name((tq_isa)isa), (long long)where);
+                    }
+                }
+                tq_free(xx);
+                tq_free(o1);
+                tq_free(o2);
+                tq_free(xh2);
+                tq_free(w);
+                tq_free(g);
+            }
+    }
+
     /* awkward row counts: 1 and 4097 rows, every thread count, default ISA, via the public API */
     {
         const int64_t counts[2] = {1, 4097};
