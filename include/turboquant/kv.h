@@ -57,7 +57,10 @@ TQ_API tq_status tq_kv_row_bytes(tq_kv_scheme s, int head_dim, size_t *k_bytes, 
 
 /* tq_kv_encode_k()/tq_kv_encode_v() -- encode n_rows rows of head_dim elements of src_type
  * into dst (dst_cap >= n_rows * row bytes). Row-parallel on pool (NULL = caller's thread);
- * output identical for every thread count and ISA. No allocation. */
+ * output identical for every thread count and ISA. No allocation. Kernels: tq_cpu_isa() (the
+ * best this CPU runs, lowered by TQ_CPU=scalar|avx2|avx512). n_rows == 0 is a no-op. Errors:
+ * TQ_E_ARG (NULL src/dst, negative n_rows, bad src_type, invalid scheme), TQ_E_UNSUPPORTED
+ * (head_dim, or a cache-level variant flag), TQ_E_OVERFLOW (dst_cap too small). */
 TQ_API tq_status tq_kv_encode_k(tq_kv_scheme s, int head_dim, tq_dtype src_type, const void *src,
                                 int64_t n_rows, void *dst, size_t dst_cap, tq_pool *pool);
 TQ_API tq_status tq_kv_encode_v(tq_kv_scheme s, int head_dim, tq_dtype src_type, const void *src,
