@@ -176,14 +176,16 @@ int main(int argc, char **argv)
             }
     }
 
-    /* awkward row counts: 1 and 4097 rows, every thread count, default ISA, via the public API */
-    {
+    /* awkward row counts: 1 and 4097 rows (the latter large enough to use the pool: jobs under
+     * 16384 elements run on the caller's thread), every thread count, every scheme, default
+     * ISA, via the public API */
+    for (size_t si = 0; si < sizeof(scheme_strs) / sizeof(scheme_strs[0]); si++) {
         const int64_t counts[2] = {1, 4097};
         const int d = 128;
         tq_kv_scheme s;
-        tq_kv_scheme_parse("turbo:k4v3", &s);
+        tq_kv_scheme_parse(scheme_strs[si], &s);
         float *xb2 = tq_malloc((size_t)4097 * d * 4);
-        uint8_t *w = tq_malloc((size_t)4097 * 128), *g = tq_malloc((size_t)4097 * 128);
+        uint8_t *w = tq_malloc((size_t)4097 * 4 * d + 1), *g = tq_malloc((size_t)4097 * 4 * d + 1);
         kv_fill_rows(&rng, xb2, 4097, d);
         for (int c = 0; c < 2; c++)
             for (int is_v = 0; is_v < 2; is_v++) {
@@ -198,8 +200,8 @@ int main(int argc, char **argv)
                                                          counts[c] * rb, pools[p]);
                     CHECK(st == TQ_OK && memcmp(g, w, counts[c] * rb) == 0 &&
                               g[counts[c] * rb] == 0x5a,
-                          "%lld rows %s threads=%d: bytes differ or write past the end",
-                          (long long)counts[c], is_v ? "V" : "K", nth[p]);
+                          "%s %lld rows %s threads=%d: bytes differ or write past the end",
+                          scheme_strs[si], (long long)counts[c], is_v ? "V" : "K", nth[p]);
                 }
             }
         tq_free(xb2);

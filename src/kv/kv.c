@@ -177,6 +177,9 @@ tq_status tq_kv_row_bytes(tq_kv_scheme s, int head_dim, size_t *k_bytes, size_t 
 /* ---- row-parallel jobs -------------------------------------------------------------------- */
 
 #define KV_CHUNK_FLOATS 8192 /* per-thread stack buffer for f16/bf16 -> fp32 upcast */
+/* Jobs below this many elements run on the caller's thread: waking the pool costs more than the
+ * work (a decode step appends one row per kv-head). The bytes do not depend on it. */
+#define KV_MIN_PARALLEL_ELEMS 16384
 
 typedef struct kv_job {
     const tq_kv_kernels *kk;
@@ -317,7 +320,7 @@ tq_status tq_kv_encode_isa(tq_kv_scheme s, int is_v, int head_dim, tq_dtype src_
         return st;
     kv_job j = {.kk = kk, .s = s, .is_v = is_v, .d = head_dim, .src_type = src_type, .src = src,
                 .dst = dst, .row_bytes = rb, .n_rows = n_rows};
-    tq_pool_run(pool, enc_task, &j);
+    tq_pool_run(n_rows * (int64_t)head_dim < KV_MIN_PARALLEL_ELEMS ? NULL : pool, enc_task, &j);
     return TQ_OK;
 }
 
@@ -351,7 +354,7 @@ tq_status tq_kv_decode_isa(tq_kv_scheme s, int is_v, int head_dim, const void *s
         return st;
     kv_job j = {.kk = kk, .s = s, .is_v = is_v, .d = head_dim, .src = src, .dst = dst,
                 .row_bytes = tq_kv_row_bytes1(s, is_v, head_dim), .n_rows = n_rows};
-    tq_pool_run(pool, dec_task, &j);
+    tq_pool_run(n_rows * (int64_t)head_dim < KV_MIN_PARALLEL_ELEMS ? NULL : pool, dec_task, &j);
     return TQ_OK;
 }
 
