@@ -165,6 +165,45 @@ void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *
         }
 }
 
+typedef struct mm_multi_job {
+    const tq_mm *mm;
+    const tq_mm_out *outs;
+    int n_out;
+    int64_t k, ldx, n;
+    const float *x;
+    const uint16_t *xb;
+} mm_multi_job;
+
+static void mm_multi_task(void *ctx, int ith, int nth)
+{
+    const mm_multi_job *j = ctx;
+    for (int o = 0; o < j->n_out; o++) {
+        const tq_mm_out *q = &j->outs[o];
+        const int64_t nblk = (q->m + 15) / 16;
+        int64_t b0, b1;
+        tq_split_range(nblk, ith, nth, &b0, &b1);
+        int64_t r0 = b0 * 16, r1 = b1 * 16;
+        if (r1 > q->m)
+            r1 = q->m;
+        if (r0 < r1)
+            j->mm->fn(q->w, j->k, j->x, j->xb, j->ldx, j->n, q->y, q->ldy, r0, r1);
+    }
+}
+
+void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int n_out, int64_t k,
+                     const float *x, const uint16_t *xb, int64_t ldx, int64_t n)
+{
+    mm_multi_job j = {.mm = mm, .outs = outs, .n_out = n_out, .k = k, .ldx = ldx, .n = n,
+                      .x = x, .xb = mm->needs_xb ? xb : NULL};
+    int64_t work = 0;
+    for (int o = 0; o < n_out; o++)
+        work += outs[o].m * k * n;
+    if (work < 16384 || tq_pool_size(pool) == 1)
+        mm_multi_task(&j, 0, 1);
+    else
+        tq_pool_run(pool, mm_multi_task, &j);
+}
+
 typedef struct mm_job {
     const tq_mm *mm;
     const void *w;

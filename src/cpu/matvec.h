@@ -57,6 +57,19 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out);
 void tq_mm_run(const tq_mm *mm, tq_pool *pool, const void *w, int64_t m, int64_t k,
                const float *x, const uint16_t *xb, int64_t ldx, int64_t n, float *y, int64_t ldy);
 
+/* One output of tq_mm_run_multi(): y(n, m) = x W^T with W (m, k). */
+typedef struct tq_mm_out {
+    const void *w;
+    int64_t m;
+    float *y;
+    int64_t ldy;
+} tq_mm_out;
+
+/* tq_mm_run_multi() -- several products of the same input x (q/k/v, gate/up) in ONE pool job:
+ * every thread takes its row share of each matrix. Same bytes as separate tq_mm_run() calls. */
+void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int n_out, int64_t k,
+                     const float *x, const uint16_t *xb, int64_t ldx, int64_t n);
+
 /* tq_mm_round_x() -- xb[i] = bf16(x[i]) for n rows of k (leading dimension ldx). */
 void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *xb);
 

@@ -94,6 +94,16 @@ static void matmul(tq_session *s, const void *w, int64_t rows, int64_t cols, con
     tq_mm_run(&m->mm, m->pool, w, rows, cols, x, s->rs.xb, cols, n, y, ldy);
 }
 
+/* several products of the same x in one pool job (q/k/v, gate/up) */
+static void matmul_multi(tq_session *s, const tq_mm_out *outs, int n_out, int64_t cols,
+                         const float *x, int64_t n)
+{
+    tq_model *m = s->m;
+    if (m->mm.needs_xb)
+        tq_mm_round_x(x, cols, n, cols, s->rs.xb);
+    tq_mm_run_multi(&m->mm, m->pool, outs, n_out, cols, x, s->rs.xb, cols, n);
+}
+
 static void add_bias(float *y, const float *b, int n, int width)
 {
     for (int t = 0; t < n; t++)
@@ -123,9 +133,9 @@ tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits,
         /* attention */
         for (int t = 0; t < n; t++)
             rmsnorm(r->xn + (size_t)t * dim, r->x + (size_t)t * dim, w->attn_norm, dim, eps, p1);
-        matmul(s, w->wq, qd, dim, r->xn, n, r->q, qd);
-        matmul(s, w->wk, kvd, dim, r->xn, n, r->k, kvd);
-        matmul(s, w->wv, kvd, dim, r->xn, n, r->v, kvd);
+        const tq_mm_out qkv[3] = {{w->wq, qd, r->q, qd}, {w->wk, kvd, r->k, kvd},
+                                  {w->wv, kvd, r->v, kvd}};
+        matmul_multi(s, qkv, 3, dim, r->xn, n);
         if (w->bq) {
             add_bias(r->q, w->bq, n, qd);
             add_bias(r->k, w->bk, n, kvd);
@@ -160,8 +170,8 @@ tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits,
         /* feed-forward: act(x Wgate) * (x Wup), then Wdown */
         for (int t = 0; t < n; t++)
             rmsnorm(r->xn + (size_t)t * dim, r->x + (size_t)t * dim, w->ffn_norm, dim, eps, p1);
-        matmul(s, w->w_gate, ffn, dim, r->xn, n, r->h1, ffn);
-        matmul(s, w->w_up, ffn, dim, r->xn, n, r->h2, ffn);
+        const tq_mm_out gu[2] = {{w->w_gate, ffn, r->h1, ffn}, {w->w_up, ffn, r->h2, ffn}};
+        matmul_multi(s, gu, 2, dim, r->xn, n);
         const size_t nf = (size_t)n * ffn;
         if (p->act_gelu)
             for (size_t i = 0; i < nf; i++)
