@@ -125,6 +125,33 @@ int main(int argc, char **argv)
             }
         }
     }
+    /* decode of arbitrary bytes (every index value, fp16 NaN/inf/subnormal scales): every ISA
+     * gives the scalar floats, and nothing crashes */
+    for (size_t si = 0; si < sizeof(scheme_strs) / sizeof(scheme_strs[0]); si++) {
+        tq_kv_scheme s;
+        tq_kv_scheme_parse(scheme_strs[si], &s);
+        for (int di = 0; di < 4; di++) {
+            const int d = dims[di];
+            const int64_t n = 9;
+            for (int is_v = 0; is_v < 2; is_v++) {
+                const size_t rb = tq_kv_row_bytes1(s, is_v, d);
+                for (size_t i = 0; i < n * rb; i++)
+                    want[i] = (uint8_t)tq_rng_u64(&rng);
+                for (int64_t r = 0; r < n; r++)
+                    tq_kv_decode_row_ref(s, is_v, want + r * rb, d, out_ref + r * d);
+                for (int isa = 1; isa < TQ_ISA_COUNT; isa++) {
+                    if (!tq_cpu_supports((tq_isa)isa))
+                        continue;
+                    tq_status st = tq_kv_decode_isa(s, is_v, d, want, n, out, nmax, NULL, (tq_isa)isa);
+                    int64_t w = -1;
+                    CHECK(st == TQ_OK && same_floats(out, out_ref, n * d, &w),
+                          "%s %s d=%d %s random-bytes decode: element %lld", scheme_strs[si],
+                          is_v ? "V" : "K", d, tq_isa_name((tq_isa)isa), (long long)w);
+                }
+            }
+        }
+    }
+
     /* baselines at head_dims turbo does not have: 192 and the largest, 8192, from f32 and f16 */
     {
         static const char *bs[4] = {"f16", "bf16", "kv8", "kv4"};
