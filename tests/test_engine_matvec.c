@@ -108,6 +108,28 @@ int main(int argc, char **argv)
             tq_pool_free(pool);
         }
     }
+    /* tq_mm_run_multi: the same bytes as separate runs, on 1 and 2 threads */
+    for (int dt = 0; dt < TQ_DTYPE_COUNT; dt++) {
+        const int64_t k = 100, n = 6, ma = 40, mb = 17;
+        fill_w(&rng, (tq_dtype)dt, w, (ma + mb) * k);
+        const void *wb2 = (const uint8_t *)w + (size_t)(ma * k) * tq_dtype_size((tq_dtype)dt);
+        for (int64_t i = 0; i < n * k; i++)
+            x[i] = tq_rng_uniform(&rng) * 2.0f - 1.0f;
+        tq_mm_round_x(x, k, n, k, xb);
+        tq_mm mm;
+        CHECK(tq_mm_select((tq_dtype)dt, &mm) == TQ_OK, "select");
+        tq_mm_run(&mm, NULL, w, ma, k, x, xb, k, n, yr, ma + mb);
+        tq_mm_run(&mm, NULL, wb2, mb, k, x, xb, k, n, yr + ma, ma + mb);
+        for (int th = 1; th <= 2; th++) {
+            tq_pool *pool = NULL;
+            CHECK(tq_pool_create(th, &pool) == TQ_OK, "pool");
+            const tq_mm_out outs[2] = {{w, ma, yg, ma + mb}, {wb2, mb, yg + ma, ma + mb}};
+            tq_mm_run_multi(&mm, pool, outs, 2, k, x, xb, k, n);
+            CHECK_MEMEQ(yr, yg, sizeof(float) * (size_t)(n * (ma + mb)),
+                        "run_multi %s threads=%d", tq_dtype_name((tq_dtype)dt), th);
+            tq_pool_free(pool);
+        }
+    }
     tq_mm bad;
     CHECK(tq_mm_select((tq_dtype)9, &bad) == TQ_E_UNSUPPORTED, "bad dtype refused");
     tq_free(w);
