@@ -1,3 +1,4 @@
 # TurboQuant KV cache in the engine (src/model/kvcache_turbo.c, src/cpu/attn_turbo*.c,
 # src/model/kvsnap.c, src/model/eval.c).
 tq_test(test_turbo_attn LABELS fast)
+tq_test(test_turbo_snap LABELS fast)

@@ -1,0 +1,308 @@
+/* kvsnap.c -- KV cache snapshots: save a session's cache (+ the prompt tokens that made it) to a
+ * file and restore it (turboquant/eval.h; byte format in docs/FORMAT.md "KV cache snapshot").
+ *
+ * File = 128-byte header + payload, little-endian:
+ *   0  magic "TQKVSNAP"          8  u32 version (1)        12 u32 header bytes (128)
+ *   16 char scheme key[32]       48 u32 head_dim           52 u32 n_layers
+ *   56 u32 n_heads               60 u32 n_kv_heads         64 u64 n_tokens (cached)
+ *   72 u64 n_ids (token ids)     80 u64 model fingerprint  88 u64 payload bytes
+ *   96 u64 checksum              104..127 zero
+ *   payload: n_ids x i32 token ids, then per layer, per kv-head: n_tokens K rows, n_tokens V
+ *   rows, each row in the layer's stored format (kv.h row bytes of the layer's scheme).
+ * checksum = FNV-1a 64 over the header (checksum field zero) then the payload.
+ * Written to "<path>.tmp.<pid>", fsync'ed, renamed over path (atomic on POSIX). A load reads
+ * and validates the whole file before touching the session. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/half.h"
+#include "model/engine.h"
+#include "model/kvcache_turbo.h"
+
+#define SNAP_MAGIC "TQKVSNAP"
+#define SNAP_VERSION 1u
+#define SNAP_HDR 128u
+
+typedef struct fnv {
+    uint64_t h;
+} fnv;
+static void fnv_init(fnv *f) { f->h = 0xcbf29ce484222325ull; }
+static void fnv_add(fnv *f, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = f->h;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    f->h = h;
+}
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void wr64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+uint64_t tq_model_fingerprint(const tq_model *m)
+{
+    fnv f;
+    fnv_init(&f);
+    const tq_model_config *c = &m->cfg;
+    const int32_t shape[] = {c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->head_dim,
+                             c->vocab, c->ffn_hidden, (int32_t)m->wtype};
+    fnv_add(&f, shape, sizeof(shape));
+    fnv_add(&f, m->final_norm, (size_t)c->hidden * sizeof(float));
+    fnv_add(&f, m->layers[0].attn_norm, (size_t)c->hidden * sizeof(float));
+    /* a strided sample of the embedding (every 997th element) */
+    const size_t es = tq_dtype_size(m->wtype), n = (size_t)c->vocab * (size_t)c->hidden;
+    for (size_t i = 0; i < n; i += 997)
+        fnv_add(&f, (const uint8_t *)m->embed + i * es, es);
+    return f.h;
+}
+
+static size_t layer_k_rb(const tq_kvcache *c, int l)
+{
+    return c->scheme.kind == TQ_KV_TURBO ? ((const tq_kvc_turbo *)(const void *)c)->k_rb[l]
+                                         : c->k_row_bytes;
+}
+static size_t layer_v_rb(const tq_kvcache *c, int l)
+{
+    return c->scheme.kind == TQ_KV_TURBO ? ((const tq_kvc_turbo *)(const void *)c)->v_rb[l]
+                                         : c->v_row_bytes;
+}
+
+static uint64_t payload_bytes(const tq_kvcache *c, uint64_t n_tok, uint64_t n_ids)
+{
+    uint64_t b = n_ids * 4;
+    for (int l = 0; l < c->n_layers; l++)
+        b += (uint64_t)c->n_kv_heads * n_tok * (layer_k_rb(c, l) + layer_v_rb(c, l));
+    return b;
+}
+
+static void make_header(const tq_session *s, uint64_t n_ids, uint64_t pay, uint8_t *h)
+{
+    const tq_kvcache *c = s->kv;
+    memset(h, 0, SNAP_HDR);
+    memcpy(h, SNAP_MAGIC, 8);
+    wr32(h + 8, SNAP_VERSION);
+    wr32(h + 12, SNAP_HDR);
+    tq_kv_scheme_key(c->scheme, (char *)h + 16, 32);
+    wr32(h + 48, (uint32_t)c->head_dim);
+    wr32(h + 52, (uint32_t)c->n_layers);
+    wr32(h + 56, (uint32_t)c->n_heads);
+    wr32(h + 60, (uint32_t)c->n_kv_heads);
+    wr64(h + 64, (uint64_t)s->n_past);
+    wr64(h + 72, n_ids);
+    wr64(h + 80, tq_model_fingerprint(s->m));
+    wr64(h + 88, pay);
+}
+
+tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_tokens,
+                          const char *path)
+{
+    if (!s || !path || n_tokens < 0 || (n_tokens > 0 && !tokens))
+        return TQ_FAIL(TQ_E_ARG, "tq_session_save: bad arguments");
+    if (n_tokens != 0 && n_tokens != s->n_past)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_save: %lld token ids given for %lld cached tokens",
+                       (long long)n_tokens, (long long)s->n_past);
+    const tq_kvcache *c = s->kv;
+    const uint64_t n = (uint64_t)s->n_past, pay = payload_bytes(c, n, (uint64_t)n_tokens);
+    uint8_t h[SNAP_HDR];
+    make_header(s, (uint64_t)n_tokens, pay, h);
+    fnv f;
+    fnv_init(&f);
+    fnv_add(&f, h, SNAP_HDR);
+    for (int64_t i = 0; i < n_tokens; i++) {
+        uint8_t b[4];
+        wr32(b, (uint32_t)tokens[i]);
+        fnv_add(&f, b, 4);
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        for (int g = 0; g < c->n_kv_heads; g++) {
+            const size_t kr = layer_k_rb(c, l), vr = layer_v_rb(c, l);
+            fnv_add(&f, c->k[l] + (size_t)g * c->n_ctx * kr, n * kr);
+            fnv_add(&f, c->v[l] + (size_t)g * c->n_ctx * vr, n * vr);
+        }
+    wr64(h + 96, f.h);
+
+    const size_t plen = strlen(path);
+    char *tmp = tq_malloc(plen + 32);
+    if (!tmp)
+        return TQ_FAIL(TQ_E_NOMEM, "tq_session_save: out of memory");
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    tq_status st = TQ_OK;
+    if (!fp) {
+        st = TQ_FAIL(TQ_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto out;
+    }
+    int ok = fwrite(h, 1, SNAP_HDR, fp) == SNAP_HDR;
+    for (int64_t i = 0; ok && i < n_tokens; i++) {
+        uint8_t b[4];
+        wr32(b, (uint32_t)tokens[i]);
+        ok = fwrite(b, 1, 4, fp) == 4;
+    }
+    for (int l = 0; ok && l < c->n_layers; l++)
+        for (int g = 0; ok && g < c->n_kv_heads; g++) {
+            const size_t kr = layer_k_rb(c, l), vr = layer_v_rb(c, l);
+            ok = fwrite(c->k[l] + (size_t)g * c->n_ctx * kr, 1, n * kr, fp) == n * kr &&
+                 fwrite(c->v[l] + (size_t)g * c->n_ctx * vr, 1, n * vr, fp) == n * vr;
+        }
+    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    if (fclose(fp) != 0)
+        ok = 0;
+    if (!ok) {
+        st = TQ_FAIL(TQ_E_IO, "%s: write failed: %s", tmp, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    if (rename(tmp, path) != 0) {
+        st = TQ_FAIL(TQ_E_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+        unlink(tmp);
+    }
+out:
+    tq_free(tmp);
+    return st;
+}
+
+tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int64_t tokens_cap,
+                          int64_t *n_tokens)
+{
+    if (!s || !path)
+        return TQ_FAIL(TQ_E_ARG, "tq_session_load: bad arguments");
+    tq_kvcache *c = s->kv;
+    uint8_t *buf = NULL;
+    tq_status st = TQ_OK;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return TQ_FAIL(TQ_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t h[SNAP_HDR];
+    if (fread(h, 1, SNAP_HDR, fp) != SNAP_HDR) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: truncated snapshot header (need %u bytes)", path,
+                     SNAP_HDR);
+        goto out;
+    }
+    if (memcmp(h, SNAP_MAGIC, 8)) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: not a KV cache snapshot (bad magic)", path);
+        goto out;
+    }
+    if (rd32(h + 8) != SNAP_VERSION || rd32(h + 12) != SNAP_HDR) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: snapshot version %u (header %u bytes); this build reads "
+                                  "version %u", path, rd32(h + 8), rd32(h + 12), SNAP_VERSION);
+        goto out;
+    }
+    char key[33], mine[48];
+    memcpy(key, h + 16, 32);
+    key[32] = '\0';
+    tq_kv_scheme_key(c->scheme, mine, sizeof(mine));
+    if (strcmp(key, mine)) {
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: snapshot is %s, this session's cache is %s; restore "
+                                       "into a session with --kv of the snapshot", path, key,
+                     mine);
+        goto out;
+    }
+    if (rd32(h + 48) != (uint32_t)c->head_dim || rd32(h + 52) != (uint32_t)c->n_layers ||
+        rd32(h + 56) != (uint32_t)c->n_heads || rd32(h + 60) != (uint32_t)c->n_kv_heads ||
+        rd64(h + 80) != tq_model_fingerprint(s->m)) {
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: snapshot was made with another model (head_dim %u, "
+                                       "%u layers, %u/%u heads, fingerprint %016llx; this model: "
+                                       "%d, %d, %d/%d, %016llx)", path, rd32(h + 48),
+                     rd32(h + 52), rd32(h + 56), rd32(h + 60), (unsigned long long)rd64(h + 80),
+                     c->head_dim, c->n_layers, c->n_heads, c->n_kv_heads,
+                     (unsigned long long)tq_model_fingerprint(s->m));
+        goto out;
+    }
+    const uint64_t n = rd64(h + 64), n_ids = rd64(h + 72), pay = rd64(h + 88);
+    if (n_ids != 0 && n_ids != n) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: token count %llu and id count %llu differ", path,
+                     (unsigned long long)n, (unsigned long long)n_ids);
+        goto out;
+    }
+    if (n > (uint64_t)s->n_ctx) {
+        st = TQ_FAIL(TQ_E_OVERFLOW, "%s: snapshot holds %llu tokens (%llu ids); this session "
+                                    "holds at most %lld", path, (unsigned long long)n,
+                     (unsigned long long)n_ids, (long long)s->n_ctx);
+        goto out;
+    }
+    if (pay != payload_bytes(c, n, n_ids)) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: payload size %llu does not match %llu tokens of %s", path,
+                     (unsigned long long)pay, (unsigned long long)n, key);
+        goto out;
+    }
+    if (n_ids > 0 && tokens && (int64_t)n_ids > tokens_cap) {
+        st = TQ_FAIL(TQ_E_OVERFLOW, "%s: %llu token ids do not fit the buffer of %lld", path,
+                     (unsigned long long)n_ids, (long long)tokens_cap);
+        goto out;
+    }
+    buf = tq_malloc(pay ? (size_t)pay : 1);
+    if (!buf) {
+        st = TQ_FAIL(TQ_E_NOMEM, "%s: out of memory for %llu bytes", path,
+                     (unsigned long long)pay);
+        goto out;
+    }
+    uint8_t extra;
+    if (fread(buf, 1, (size_t)pay, fp) != (size_t)pay) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: truncated snapshot (payload shorter than %llu bytes)",
+                     path, (unsigned long long)pay);
+        goto out;
+    }
+    if (fread(&extra, 1, 1, fp) != 0) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: trailing bytes after the snapshot payload", path);
+        goto out;
+    }
+    const uint64_t want = rd64(h + 96);
+    wr64(h + 96, 0);
+    fnv f;
+    fnv_init(&f);
+    fnv_add(&f, h, SNAP_HDR);
+    fnv_add(&f, buf, (size_t)pay);
+    if (f.h != want) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: checksum mismatch (file %016llx, computed %016llx): the "
+                                  "snapshot is corrupted", path, (unsigned long long)want,
+                     (unsigned long long)f.h);
+        goto out;
+    }
+    /* valid: copy into the cache */
+    const uint8_t *p = buf;
+    if (n_tokens)
+        *n_tokens = (int64_t)n_ids;
+    for (uint64_t i = 0; i < n_ids; i++, p += 4)
+        if (tokens)
+            tokens[i] = (int32_t)rd32(p);
+    for (int l = 0; l < c->n_layers; l++)
+        for (int g = 0; g < c->n_kv_heads; g++) {
+            const size_t kr = layer_k_rb(c, l), vr = layer_v_rb(c, l);
+            memcpy(c->k[l] + (size_t)g * c->n_ctx * kr, p, n * kr);
+            p += n * kr;
+            memcpy(c->v[l] + (size_t)g * c->n_ctx * vr, p, n * vr);
+            p += n * vr;
+        }
+    s->n_past = (int64_t)n;
+out:
+    fclose(fp);
+    tq_free(buf);
+    return st;
+}
