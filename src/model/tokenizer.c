@@ -70,36 +70,26 @@ int tok_utf8_valid(const unsigned char *s, size_t n)
 }
 
 /* Byte-level alphabet (GPT-2's bytes_to_unicode): printable Latin-1 bytes stand for themselves,
- * the other 68 bytes map in order to U+0100..U+0143. */
+ * the other 68 bytes (0-32, 127-160, 173) map in order to U+0100..U+0143. */
 static int bl_byte_of_cp(uint32_t cp)
 {
     if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255))
         return (int)cp;
-    if (cp >= 256 && cp < 256 + 68) {
-        int k = (int)(cp - 256);
-        for (int b = 0; b < 256; b++) {
-            if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))
-                continue;
-            if (k-- == 0)
-                return b;
-        }
-    }
+    if (cp >= 256 && cp < 256 + 33)
+        return (int)(cp - 256); /* 0..32 */
+    if (cp >= 256 + 33 && cp < 256 + 67)
+        return (int)(cp - 256 - 33 + 127); /* 127..160 */
+    if (cp == 256 + 67)
+        return 173;
     return -1;
 }
 
 bool tok_bl_decode(const char *s, size_t n, char *out, size_t *out_n)
 {
-    static int table[324];
-    static int ready; /* benign: every thread computes the same values */
     const unsigned char *u = (const unsigned char *)s;
     size_t o = 0;
-    if (!ready) {
-        for (uint32_t cp = 0; cp < 324; cp++)
-            table[cp] = bl_byte_of_cp(cp);
-        ready = 1;
-    }
     for (size_t i = 0; i < n;) {
-        int len = tok_utf8_valid(u + i, n - i);
+        int len = tok_utf8_valid(u + i, n - i), b;
         uint32_t cp;
         if (len == 1)
             cp = u[i];
@@ -107,9 +97,9 @@ bool tok_bl_decode(const char *s, size_t n, char *out, size_t *out_n)
             cp = ((u[i] & 0x1Fu) << 6) | (u[i + 1] & 0x3Fu);
         else
             return false;
-        if (cp >= 324 || table[cp] < 0)
+        if ((b = bl_byte_of_cp(cp)) < 0)
             return false;
-        out[o++] = (char)table[cp];
+        out[o++] = (char)b;
         i += (size_t)len;
     }
     *out_n = o;
@@ -352,15 +342,14 @@ static tq_status pair_grow(tq_tokenizer *t)
 tq_status tok_add_merge(tq_tokenizer *t, const char *a, size_t an, const char *b, size_t bn,
                         int64_t *skipped)
 {
-    char buf[512];
+    char small[512], *buf = small;
     size_t la, lb;
     int32_t ia, ib, im, dummy;
-    tq_status st;
-    if (an + bn > sizeof(buf) || !tok_bl_decode(a, an, buf, &la) ||
-        !tok_bl_decode(b, bn, buf + la, &lb)) {
-        /* Not byte-level text (or absurdly long): compare the strings as they are. */
-        if (an + bn > sizeof(buf))
-            goto skip;
+    tq_status st = TQ_OK;
+    if (an + bn > sizeof(small) && !(buf = tq_malloc(an + bn)))
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", t->name);
+    if (!tok_bl_decode(a, an, buf, &la) || !tok_bl_decode(b, bn, buf + la, &lb)) {
+        /* not byte-level text: compare the strings as they are */
         memcpy(buf, a, an);
         memcpy(buf + an, b, bn);
         la = an;
@@ -369,8 +358,12 @@ tq_status tok_add_merge(tq_tokenizer *t, const char *a, size_t an, const char *b
     ia = tok_find(t, buf, la);
     ib = tok_find(t, buf + la, lb);
     im = tok_find(t, buf, la + lb);
-    if (ia < 0 || ib < 0 || im < 0)
-        goto skip;
+    if (buf != small)
+        tq_free(buf);
+    if (ia < 0 || ib < 0 || im < 0) {
+        (*skipped)++;
+        return TQ_OK;
+    }
     if (pair_find(t, ia, ib, &dummy) >= 0)
         return TQ_OK; /* a repeated rule keeps its first (better) rank */
     if (t->n_merges >= t->merge_cap && (st = pair_grow(t)))
@@ -384,9 +377,6 @@ tq_status tok_add_merge(tq_tokenizer *t, const char *a, size_t an, const char *b
         t->prank[h] = t->n_merges++;
         t->pmerged[h] = im;
     }
-    return TQ_OK;
-skip:
-    (*skipped)++;
     return TQ_OK;
 }
 
