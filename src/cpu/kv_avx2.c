@@ -244,10 +244,33 @@ static inline __m256i v_index(__m256 z, int bits, const float *bd)
 }
 
 /* ss[g] = ((0 + sq[32g]) + sq[32g+1]) + ... + sq[32g+31]: the reference's sequential order per
- * group; four (or two) groups' chains run side by side in registers. ng is even. */
+ * group; eight (four, two) groups' chains run side by side in registers. ng is even. */
 static inline void group_sumsq(const float *sq, int ng, float *ss)
 {
     int g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f,
+              a7 = 0.0f;
+        const float *p = sq + g * TQ_KV_GROUP;
+        for (int k = 0; k < TQ_KV_GROUP; k++) {
+            a0 = a0 + p[k];
+            a1 = a1 + p[TQ_KV_GROUP + k];
+            a2 = a2 + p[2 * TQ_KV_GROUP + k];
+            a3 = a3 + p[3 * TQ_KV_GROUP + k];
+            a4 = a4 + p[4 * TQ_KV_GROUP + k];
+            a5 = a5 + p[5 * TQ_KV_GROUP + k];
+            a6 = a6 + p[6 * TQ_KV_GROUP + k];
+            a7 = a7 + p[7 * TQ_KV_GROUP + k];
+        }
+        ss[g] = a0;
+        ss[g + 1] = a1;
+        ss[g + 2] = a2;
+        ss[g + 3] = a3;
+        ss[g + 4] = a4;
+        ss[g + 5] = a5;
+        ss[g + 6] = a6;
+        ss[g + 7] = a7;
+    }
     for (; g + 4 <= ng; g += 4) {
         float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
         const float *p = sq + g * TQ_KV_GROUP;
@@ -274,37 +297,47 @@ static inline void group_sumsq(const float *sq, int ng, float *ss)
     }
 }
 
+#define VBLK 1024 /* floats per row block of the value encoder (>= TQ_KV_MAX_HEAD_DIM) */
+
 static void enc_v(const float *x, int64_t n, int d, int vb, uint8_t *dst)
 {
     const size_t rb = tq_kv_turbo_v_row_bytes(d, vb);
     const int ng = d / TQ_KV_GROUP;
     const float *sg = tq_kv_signs(d), *bd = tq_kv_boundaries(vb);
     const __m256 sd = _mm256_set1_ps(tq_kv_fwht_scale(d));
-    float y[TQ_KV_MAX_HEAD_DIM] __attribute__((aligned(32)));
-    float sq[TQ_KV_MAX_HEAD_DIM] __attribute__((aligned(32)));
-    for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * d;
-        uint8_t *row = dst + (size_t)r * rb;
-        uint8_t *sc = row + tq_kv_packed_bytes(d, vb);
-        for (int j = 0; j < d; j += 8)
-            _mm256_store_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(xr + j), _mm256_loadu_ps(sg + j)));
-        butterflies(y, d);
-        for (int j = 0; j < d; j += 8) {
-            const __m256 v = _mm256_mul_ps(_mm256_load_ps(y + j), sd);
-            _mm256_store_ps(y + j, v);
-            _mm256_store_ps(sq + j, _mm256_mul_ps(v, v));
+    /* rows in blocks of VBLK floats, so the per-group sums of several rows run side by side */
+    float y[VBLK] __attribute__((aligned(32)));
+    float sq[VBLK] __attribute__((aligned(32)));
+    float ss[VBLK / TQ_KV_GROUP];
+    const int64_t per = VBLK / d;
+    for (int64_t r0 = 0; r0 < n; r0 += per) {
+        const int nr = (int)(n - r0 < per ? n - r0 : per);
+        for (int i = 0; i < nr; i++) {
+            const float *xr = x + (r0 + i) * d;
+            float *yr = y + i * d;
+            for (int j = 0; j < d; j += 8)
+                _mm256_store_ps(yr + j, _mm256_mul_ps(_mm256_loadu_ps(xr + j), _mm256_loadu_ps(sg + j)));
+            butterflies(yr, d);
+            for (int j = 0; j < d; j += 8) {
+                const __m256 v = _mm256_mul_ps(_mm256_load_ps(yr + j), sd);
+                _mm256_store_ps(yr + j, v);
+                _mm256_store_ps(sq + i * d + j, _mm256_mul_ps(v, v));
+            }
         }
-        float ss[TQ_KV_MAX_HEAD_DIM / TQ_KV_GROUP];
-        group_sumsq(sq, ng, ss);
-        for (int g = 0; g < ng; g++) {
-            const float scale = sqrtf(ss[g] * 0.03125f);
-            const __m256 se = _mm256_set1_ps(scale + tq_kv_eps);
-            __m256i q[4];
-            for (int i = 0; i < 4; i++)
-                q[i] = v_index(_mm256_div_ps(_mm256_load_ps(y + g * TQ_KV_GROUP + 8 * i), se), vb,
-                               bd);
-            store_idx32(narrow4(q[0], q[1], q[2], q[3], 0), vb, row + (size_t)g * 4 * (size_t)vb);
-            tq_wr16(sc + 2 * g, tq_kv_f16(scale));
+        group_sumsq(sq, nr * ng, ss);
+        for (int i = 0; i < nr; i++) {
+            uint8_t *row = dst + (size_t)(r0 + i) * rb;
+            uint8_t *sc = row + tq_kv_packed_bytes(d, vb);
+            for (int g = 0; g < ng; g++) {
+                const float scale = sqrtf(ss[i * ng + g] * 0.03125f);
+                const __m256 se = _mm256_set1_ps(scale + tq_kv_eps);
+                const float *yg = y + i * d + g * TQ_KV_GROUP;
+                __m256i q[4];
+                for (int k = 0; k < 4; k++)
+                    q[k] = v_index(_mm256_div_ps(_mm256_load_ps(yg + 8 * k), se), vb, bd);
+                store_idx32(narrow4(q[0], q[1], q[2], q[3], 0), vb, row + (size_t)g * 4 * (size_t)vb);
+                tq_wr16(sc + 2 * g, tq_kv_f16(scale));
+            }
         }
     }
 }
