@@ -16,6 +16,13 @@
 
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
+/* tq_kv_f16() inline: F16C's scalar convert (RNE, same bits as tq_f32_to_f16 for every
+ * non-NaN; the f16 scheme test covers all bit patterns), NaN -> the canonical 0x7E00 */
+static inline uint16_t kv_f16(float x)
+{
+    return x != x ? (uint16_t)TQ_KV_F16_NAN : (uint16_t)_cvtss_sh(x, RNE);
+}
+
 /* ---- small helpers -------------------------------------------------------------------------- */
 
 static inline float hmin8(__m256 m)
@@ -195,8 +202,8 @@ static void enc_k(const float *x, int64_t n, int d, int kb, uint8_t *dst)
                 q[i] = round_clamp(t, lo, hi);
             }
             store_idx32(narrow4(q[0], q[1], q[2], q[3], sgn), kb, row + (size_t)g * 4 * (size_t)kb);
-            tq_wr16(sc + 2 * g, tq_kv_f16(scale));
-            tq_wr16(zr + 2 * g, tq_kv_f16(zero));
+            tq_wr16(sc + 2 * g, kv_f16(scale));
+            tq_wr16(zr + 2 * g, kv_f16(zero));
         }
     }
 }
@@ -336,7 +343,7 @@ static void enc_v(const float *x, int64_t n, int d, int vb, uint8_t *dst)
                 for (int k = 0; k < 4; k++)
                     q[k] = v_index(_mm256_div_ps(_mm256_load_ps(yg + 8 * k), se), vb, bd);
                 store_idx32(narrow4(q[0], q[1], q[2], q[3], 0), vb, row + (size_t)g * 4 * (size_t)vb);
-                tq_wr16(sc + 2 * g, tq_kv_f16(scale));
+                tq_wr16(sc + 2 * g, kv_f16(scale));
             }
         }
     }
@@ -392,7 +399,7 @@ static void enc_affine(const float *x, int64_t n, int d, int bits, uint8_t *dst)
             const float *xg = xr + g * TQ_KV_AFFINE_GROUP;
             float mn, mx;
             minmax(xg, 8, &mn, &mx);
-            const uint16_t sh = tq_kv_f16((mx - mn) / maxv), bh = tq_kv_f16(mn);
+            const uint16_t sh = kv_f16((mx - mn) / maxv), bh = kv_f16(mn);
             const float s = tq_f16_to_f32(sh), m = tq_f16_to_f32(bh);
             uint8_t *pk = row + (size_t)g * TQ_KV_AFFINE_GROUP * (size_t)bits / 8;
             for (int h = 0; h < 2; h++) {
