@@ -242,6 +242,16 @@ int cmd_kv_bench(int argc, char **argv)
             isas[ni++] = (tq_isa)found;
     }
 
+    int maxd = 0;
+    for (int i = 0; i < nd; i++)
+        maxd = dims[i] > maxd ? dims[i] : maxd;
+    if ((double)rows * maxd > (double)(1 << 26))
+        return cli_error(cmd, TQ_OK,
+                         "--rows %ld x head_dim %d = %.3g values per buffer is too large "
+                         "(at most 67108864: the bench keeps 7 buffers of that size)",
+                         rows, maxd, (double)rows * maxd),
+               2;
+
     /* machine line */
     char model[256] = "unknown CPU";
     FILE *ci = fopen("/proc/cpuinfo", "r");
@@ -264,9 +274,6 @@ int cmd_kv_bench(int argc, char **argv)
            "second; xcpy = memcpy time / codec time for the same fp32 bytes, same threads, timed back to "
            "back in each run (median of the per-run ratios); >1 = faster than memcpy\n\n");
 
-    int maxd = 0;
-    for (int i = 0; i < nd; i++)
-        maxd = dims[i] > maxd ? dims[i] : maxd;
     const size_t nf = (size_t)rows * (size_t)maxd;
     float *xk = malloc(nf * 4), *xv = malloc(nf * 4), *ok = malloc(nf * 4), *ov = malloc(nf * 4);
     uint8_t *ek = malloc(nf * 4), *ev = malloc(nf * 4), *cpy = malloc(nf * 8);
