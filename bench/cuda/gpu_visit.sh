@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_visit.sh MODE -- one visit to the GPU machine: build, correctness, sanitizer, benchmarks.
-# MODE: smoke (build + quick test + short bench), test (full test + sanitizer), bench (full
-# speed table + SDPA peer), all. Logs and CSVs go to $OUT (default out/gpu).
+# MODE: smoke (build + quick test + short bench), main / final (full test, sanitizers, speed
+# tables with the SDPA peer, a tuning variant), test, bench. Logs and CSVs go to $OUT (default out/gpu).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-smoke}
@@ -49,6 +49,31 @@ main)
     wait $bgpid; echo "variant build rc=$?"
     echo "-- variant STAGE_BYTES=12288 MIN_BLOCKS=2"
     timeout 100 build/gpu-v2/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 32768,131072 --batch 1,8 --reps 20
+    for d in 64 256; do
+        timeout 100 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim $d \
+            --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 10 --csv "$out/kv_bench_d$d.csv"; echo "bench d=$d rc=$?"
+    done
+    timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 64,256 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 10 --csv "$out/sdpa_d64_d256.csv"; echo "sdpa d=64,256 rc=$?"
+    ;;
+final)
+    # variant build in the background: 16 KB stages for integer-coded caches
+    (EXTRA_NVFLAGS="-DTQC_STAGE_INT=16384" JOBS=8 bench/cuda/build.sh build/gpu-v2 > /tmp/build_v2.log 2>&1 || tail -20 /tmp/build_v2.log) &
+    bgpid=$!
+    timeout 300 $B/test_cuda_kv; echo "test rc=$?"
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/sanitizer.log" 2>&1
+    echo "memcheck rc=$?"; tail -2 "$out/sanitizer.log"
+    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/racecheck.log" 2>&1
+    echo "racecheck rc=$?"; tail -2 "$out/racecheck.log"
+    timeout 200 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
+        --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --csv "$out/kv_bench_d128.csv"; echo "bench rc=$?"
+    timeout 120 python3 bench/cuda/sdpa_bench.py --head-dim 128 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 20 --csv "$out/sdpa_d128.csv"; echo "sdpa rc=$?"
+    echo "-- speculative verification: n_q 4 (16 rows per kv head = 2 row blocks)"
+    timeout 60 $B/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 32768,131072 --batch 1,8 --n-q 4 --reps 10
+    wait $bgpid; echo "variant build rc=$?"
+    echo "-- variant TQC_STAGE_INT=16384"
+    timeout 100 build/gpu-v2/kv_bench_cuda --schemes kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 --ctx 32768,131072 --batch 1,8 --reps 20
     for d in 64 256; do
         timeout 100 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim $d \
             --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 10 --csv "$out/kv_bench_d$d.csv"; echo "bench d=$d rc=$?"

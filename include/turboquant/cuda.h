@@ -72,7 +72,8 @@ TQ_API tq_status tq_cuda_kv_fill_random(tq_cuda_kv *c, int64_t n_new, uint64_t s
  * scale multiplies Q.K (usually 1/sqrt(head_dim)). q/out on the device when on_device != 0. */
 TQ_API tq_status tq_cuda_kv_attend(tq_cuda_kv *c, const float *q, int n_q, int n_heads, float scale,
                                    float *out, int on_device);
-/* tq_cuda_kv_set_splits() -- force the number of context splits (flash-decoding); 0 = automatic. */
+/* tq_cuda_kv_set_splits() -- force the number of context splits (flash-decoding), 1..4096;
+ * 0 = automatic (one wave of resident blocks). */
 TQ_API tq_status tq_cuda_kv_set_splits(tq_cuda_kv *c, int n_splits);
 /* tq_cuda_kv_sync() -- wait for the handle's stream. */
 TQ_API tq_status tq_cuda_kv_sync(tq_cuda_kv *c);

@@ -28,14 +28,28 @@
 
 namespace {
 
-#ifndef TQC_STAGE_BYTES
-#define TQC_STAGE_BYTES 8192 // target bytes of one warp stage (K + V rows)
+// Tuning (measured on the H200, docs/results.md): target bytes of one warp stage (K + V rows of
+// TT tokens) and the resident blocks per SM the register budget is sized for (head_dim <= 128),
+// for integer-coded caches (turbo, kv8/kv4) and for f16/bf16 caches.
+#ifndef TQC_STAGE_INT
+#define TQC_STAGE_INT 12288
 #endif
-#ifndef TQC_MIN_BLOCKS
-#define TQC_MIN_BLOCKS 3 // resident blocks per SM the register budget is sized for (d <= 128)
+#ifndef TQC_MINB_INT
+#define TQC_MINB_INT 2
+#endif
+#ifndef TQC_STAGE_HALF
+#define TQC_STAGE_HALF 8192
+#endif
+#ifndef TQC_MINB_HALF
+#define TQC_MINB_HALF 3
 #endif
 constexpr int NW = 4; // warps per block
-constexpr int STAGE_BYTES = TQC_STAGE_BYTES;
+
+template <int D, int FAM>
+constexpr int min_blocks()
+{
+    return D >= 256 ? 2 : (FAM == TQC_TURBO || FAM == TQC_AFF) ? TQC_MINB_INT : TQC_MINB_HALF;
+}
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ float d_signs[64 + 128 + 256];
@@ -46,6 +60,7 @@ template <int D, int FAM, int KB, int VB>
 struct Tr {
     static constexpr int K_ROW = FAM == TQC_TURBO ? D * KB / 8 + D / 8 : FAM == TQC_AFF ? D * KB / 8 + D / 16 : 2 * D;
     static constexpr int V_ROW = FAM == TQC_TURBO ? D * VB / 8 + D / 16 : FAM == TQC_AFF ? D * VB / 8 + D / 16 : 2 * D;
+    static constexpr int STAGE_BYTES = (FAM == TQC_TURBO || FAM == TQC_AFF) ? TQC_STAGE_INT : TQC_STAGE_HALF;
     static constexpr int TT0 = (STAGE_BYTES / (K_ROW + V_ROW)) & ~15;
     static constexpr int TT = TT0 < 16 ? 16 : TT0 > 64 ? 64 : TT0; // tokens per warp tile
     static constexpr int K_TILE = (TT * K_ROW + 15) / 16 * 16 + 16;  // + slack for word over-reads
@@ -247,7 +262,7 @@ __device__ __forceinline__ void k_bytes(const uint8_t *row, int grp, int tig, ui
 }
 
 template <int D, int FAM, int KB, int VB>
-__global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : TQC_MIN_BLOCKS) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
+__global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
 {
     using T = Tr<D, FAM, KB, VB>;
     constexpr int TT = T::TT, NG = T::NG, ND = T::ND, NT = TT / 8;
@@ -308,8 +323,8 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : TQC_MIN_BLOCKS) attend
             if constexpr (T::QK_INT) {
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float step = mx > 0.0f ? mx / 32639.0f : 0.0f;
-                const float inv = mx > 0.0f ? 32639.0f / mx : 0.0f;
+                const float step = mx * (1.0f / 32639.0f);       // q ~= round(x / step)
+                const float inv = mx > 0.0f ? __fdividef(32639.0f, mx) : 0.0f;
                 qs[grp] = step;
                 uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
 #pragma unroll
@@ -384,6 +399,8 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : TQC_MIN_BLOCKS) attend
         const uint8_t *ks = stage0 + (it & 1) * T::STAGE, *vs = ks + T::K_TILE;
         const int64_t t0 = t_begin + (int64_t)(warp + it * NW) * TT;
         const int nvalid = (int)(t_end - t0 < TT ? t_end - t0 : TT);
+        const int64_t vis64 = lim - t0; // this row sees tile tokens [0, vis)
+        const int vis = vis64 < 0 ? 0 : vis64 < nvalid ? (int)vis64 : nvalid;
 
         // S = Q K^T: n-tile j covers tokens 8j..8j+7; this thread's B token is 8j+g, its C
         // tokens 8j+2tig+{0,1}.
@@ -444,9 +461,8 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : TQC_MIN_BLOCKS) attend
                 s0 = acc[0];
                 s1 = acc[1];
             }
-            const int64_t tc = t0 + 8 * j + 2 * tig;
-            const bool v0 = 8 * j + 2 * tig < nvalid && tc < lim;
-            const bool v1 = 8 * j + 2 * tig + 1 < nvalid && tc + 1 < lim;
+            const bool v0 = 8 * j + 2 * tig < vis;
+            const bool v1 = 8 * j + 2 * tig + 1 < vis;
             sc[j][0] = v0 ? s0 : -INFINITY;
             sc[j][1] = v1 ? s1 : -INFINITY;
         }
@@ -701,52 +717,71 @@ __global__ void __launch_bounds__(NW * 32, D >= 256 ? 2 : TQC_MIN_BLOCKS) attend
     }
 }
 
-// Merge the splits of one (batch, kv head, row block); un-rotate (turbo); write outputs.
+// Merge the splits of one (batch, kv head, row block, row): block (bhr, row), D threads; the
+// splits' weights are computed in parallel, then every thread sums its dim over the splits;
+// un-rotate (turbo: butterflies, * 1/sqrt(d), * sign) and write the fp32 output row.
 template <int D, bool UNROT>
 __global__ void __launch_bounds__(D) reduce_kernel(tqc_attend_args a, int n_rb, int n_splits)
 {
     __shared__ float x[D];
-    const int dd = threadIdx.x;
-    const int bhr = blockIdx.x;
+    __shared__ float red[D / 32][2];
+    extern __shared__ float wsp[]; // n_splits weights
+    const int dd = threadIdx.x, lane = dd & 31, wid = dd >> 5;
+    const int bhr = blockIdx.x, rr = blockIdx.y;
     const int rb = bhr % n_rb, h = (bhr / n_rb) % a.n_kv_heads, b = bhr / (n_rb * a.n_kv_heads);
     const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
-    const int n_rows = R - rb * 8 < 8 ? R - rb * 8 : 8;
-    const float *base = a.work + (int64_t)bhr * n_splits * 8 * (D + 2);
-    const float *sg = D == 64 ? d_signs : D == 128 ? d_signs + 64 : d_signs + 192;
-    const float sd = D == 64 ? d_fwht_scale[0] : D == 128 ? d_fwht_scale[1] : d_fwht_scale[2];
-    for (int rr = 0; rr < n_rows; rr++) {
-        float M = -INFINITY;
-        for (int s = 0; s < n_splits; s++)
-            M = fmaxf(M, base[(int64_t)s * 8 * (D + 2) + rr * (D + 2) + D]);
-        float o = 0.0f, L = 0.0f;
-        if (M != -INFINITY)
-            for (int s = 0; s < n_splits; s++) {
-                const float *p = base + (int64_t)s * 8 * (D + 2) + rr * (D + 2);
-                const float e = exp2f(p[D] - M);
-                o += e * p[dd];
-                L += e * p[D + 1];
-            }
-        o = L > 0.0f ? o / L : 0.0f;
-        if (UNROT) {
-            x[dd] = o;
+    if (rb * 8 + rr >= R)
+        return;
+    const size_t stride = (size_t)8 * (D + 2);
+    const float *base = a.work + (size_t)bhr * n_splits * stride + (size_t)rr * (D + 2);
+    float M = -INFINITY;
+    for (int s = dd; s < n_splits; s += D)
+        M = fmaxf(M, base[s * stride + D]);
+    for (int o = 16; o; o >>= 1)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0)
+        red[wid][0] = M;
+    __syncthreads();
+    M = red[0][0];
+    for (int w = 1; w < D / 32; w++)
+        M = fmaxf(M, red[w][0]);
+    float L = 0.0f;
+    for (int s = dd; s < n_splits; s += D) {
+        const float m = base[s * stride + D];
+        const float e = M == -INFINITY || m == -INFINITY ? 0.0f : exp2f(m - M);
+        wsp[s] = e;
+        L += e * base[s * stride + D + 1];
+    }
+    for (int o = 16; o; o >>= 1)
+        L += __shfl_xor_sync(0xffffffffu, L, o);
+    __syncthreads();
+    if (lane == 0)
+        red[wid][1] = L;
+    __syncthreads();
+    L = 0.0f;
+    for (int w = 0; w < D / 32; w++)
+        L += red[w][1];
+    float o = 0.0f;
+#pragma unroll 4
+    for (int s = 0; s < n_splits; s++)
+        o += wsp[s] * base[s * stride + dd];
+    o = L > 0.0f ? o / L : 0.0f;
+    if (UNROT) {
+        const float *sg = D == 64 ? d_signs : D == 128 ? d_signs + 64 : d_signs + 192;
+        const float sd = D == 64 ? d_fwht_scale[0] : D == 128 ? d_fwht_scale[1] : d_fwht_scale[2];
+        x[dd] = o;
+        __syncthreads();
+        for (int hh = 1; hh < D; hh <<= 1) {
+            const float nv = (dd & hh) == 0 ? x[dd] + x[dd + hh] : x[dd - hh] - x[dd];
             __syncthreads();
-            for (int hh = 1; hh < D; hh <<= 1) {
-                float nv;
-                if ((dd & hh) == 0)
-                    nv = x[dd] + x[dd + hh];
-                else
-                    nv = x[dd - hh] - x[dd];
-                __syncthreads();
-                x[dd] = nv;
-                __syncthreads();
-            }
-            o = (x[dd] * sd) * sg[dd];
+            x[dd] = nv;
             __syncthreads();
         }
-        const int r = rb * 8 + rr;
-        const int qi = r / G, head = h * G + r % G;
-        a.out[(((int64_t)b * a.n_q + qi) * a.n_heads + head) * D + dd] = o;
+        o = (x[dd] * sd) * sg[dd];
     }
+    const int r = rb * 8 + rr;
+    const int qi = r / G, head = h * G + r % G;
+    a.out[(((int64_t)b * a.n_q + qi) * a.n_heads + head) * D + dd] = o;
 }
 
 bool g_tables_ready = false;
@@ -815,8 +850,8 @@ tq_status launch(const tqc_attend_args *a)
     dim3 grid((unsigned)a->n_splits, (unsigned)(a->n_kv_heads * n_rb), (unsigned)a->batch);
     kern<<<grid, NW * 32, T::SMEM, a->stream>>>(*a, n_rb, chunk);
     TQC_CUDA(cudaGetLastError());
-    const unsigned nb = (unsigned)(a->batch * a->n_kv_heads * n_rb);
-    reduce_kernel<D, FAM == TQC_TURBO><<<nb, D, 0, a->stream>>>(*a, n_rb, a->n_splits);
+    const dim3 rgrid((unsigned)(a->batch * a->n_kv_heads * n_rb), (unsigned)(R < 8 ? R : 8));
+    reduce_kernel<D, FAM == TQC_TURBO><<<rgrid, D, (size_t)a->n_splits * sizeof(float), a->stream>>>(*a, n_rb, a->n_splits);
     TQC_CUDA(cudaGetLastError());
     return TQ_OK;
 }
@@ -907,8 +942,8 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
     }
     if (ns < 1)
         ns = 1;
-    if (ns > 65535)
-        ns = 65535;
+    if (ns > 4096)
+        ns = 4096;
     *n_splits = (int)ns;
     *work_floats = (size_t)units * (size_t)ns * 8 * (size_t)(g->d + 2);
 }

@@ -155,8 +155,8 @@ extern "C" tq_status tq_cuda_kv_set_length(tq_cuda_kv *c, int64_t n)
 
 extern "C" tq_status tq_cuda_kv_set_splits(tq_cuda_kv *c, int n_splits)
 {
-    if (!c || n_splits < 0 || n_splits > 65535)
-        return TQC_FAIL(TQ_E_ARG, "tq_cuda_kv_set_splits: %s (valid 0 = automatic, 1..65535)",
+    if (!c || n_splits < 0 || n_splits > 4096)
+        return TQC_FAIL(TQ_E_ARG, "tq_cuda_kv_set_splits: %s (valid 0 = automatic, 1..4096)",
                         c ? "bad count" : "NULL handle");
     c->splits_req = n_splits;
     return TQ_OK;
