@@ -26,6 +26,10 @@
 
 #include "turboquant.h"
 
+#ifdef __cplusplus
+extern "C" { /* also included by CUDA sources */
+#endif
+
 #define TQ_KV_GROUP 32          /* turbo scale group along head_dim                        */
 #define TQ_KV_AFFINE_GROUP 64   /* kv8/kv4 baseline group                                   */
 #define TQ_KV_MAX_HEAD_DIM 512  /* largest turbo head_dim                                   */
@@ -170,4 +174,7 @@ void tq_kv_decode_row_ref(tq_kv_scheme s, int is_v, const uint8_t *src, int d, f
 /* tq_kv_row_bytes1() -- bytes of one K (is_v = 0) or V row; 0 if (s, d) is invalid. */
 size_t tq_kv_row_bytes1(tq_kv_scheme s, int is_v, int d);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* TQ_KV_INTERNAL_H */
