@@ -31,5 +31,9 @@ int cmd_inspect(int argc, char **argv);
 int cmd_kv_bench_cuda(int argc, char **argv); /* tq kv-bench --cuda (tools/cmd_kv_bench_cuda.c) */
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
+/* prompt_cache() -- --load/--save-prompt-cache of tq generate (tools/prompt_cache.c): on return
+ * the session holds ids[0..*skip); 0 or an exit code (message printed). */
+int prompt_cache(const char *cmd, tq_session *s, const char *load, const char *save,
+                 const int32_t *ids, int64_t n, int64_t *skip);
 
 #endif

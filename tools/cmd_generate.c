@@ -332,6 +332,8 @@ static void usage(FILE *f)
             "  --system TEXT         system message for --chat (default: the template's own)\n"
             "  --raw                 do not parse special tokens like <|im_start|> in the prompt\n"
             "  --echo                print the prompt before the continuation\n"
+            "  --load-prompt-cache F restore the KV cache saved for a prefix of this prompt\n"
+            "  --save-prompt-cache F save the prompt's KV cache to F (same --kv to reuse it)\n"
             "%s\n"
             "examples:\n"
             "  tq generate -p 'The capital of France is' -n 20 --greedy\n"
@@ -346,6 +348,7 @@ int cmd_generate(int argc, char **argv)
     gen_args a;
     gen_ctx g;
     const char *prompt = NULL, *file = NULL, *system = NULL;
+    const char *save_pc = NULL, *load_pc = NULL; /* --save/--load-prompt-cache (prompt_cache.c) */
     int chat = 0, raw = 0, echo = 0, rc;
     char *text = NULL, *rendered = NULL;
     int32_t *ids = NULL;
@@ -376,6 +379,10 @@ int cmd_generate(int argc, char **argv)
             raw = 1;
         else if (!strcmp(argv[i], "--echo"))
             echo = 1;
+        else if (!strcmp(argv[i], "--save-prompt-cache") && i + 1 < argc)
+            save_pc = argv[++i];
+        else if (!strcmp(argv[i], "--load-prompt-cache") && i + 1 < argc)
+            load_pc = argv[++i];
         else {
             fprintf(stderr, "tq %s: unknown or incomplete option '%s' (see tq %s --help)\n", cmd,
                     argv[i], cmd);
@@ -421,7 +428,10 @@ int cmd_generate(int argc, char **argv)
         fputs(ptext, stdout);
         fflush(stdout);
     }
-    s = tq_generator_run(g.gen, ids, n, gen_print_cb, NULL, &st);
+    int64_t skip = 0;
+    if ((rc = prompt_cache(cmd, g.session, load_pc, save_pc, ids, n, &skip)))
+        goto out;
+    s = tq_generator_run(g.gen, ids + skip, n - skip, gen_print_cb, NULL, &st);
     printf("\n");
     fflush(stdout);
     if (s) {
