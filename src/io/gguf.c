@@ -297,6 +297,53 @@ static int cmp_offset(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first name that occurs twice among n names (NULL if none); O(n log n). */
+static tq_status find_duplicate(char **names, int64_t n, const char **dup)
+{
+    const char **v;
+    *dup = NULL;
+    if (n < 2)
+        return TQ_OK;
+    if (!(v = tq_malloc((size_t)n * sizeof(*v))))
+        return TQ_E_NOMEM;
+    memcpy(v, names, (size_t)n * sizeof(*v));
+    qsort(v, (size_t)n, sizeof(*v), cmp_str);
+    for (int64_t i = 1; i < n && !*dup; i++)
+        if (!strcmp(v[i - 1], v[i]))
+            *dup = v[i];
+    tq_free(v);
+    return TQ_OK;
+}
+
+static tq_status check_names(tq_gguf *g)
+{
+    const int64_t n = g->n_kv > g->n_tensors ? g->n_kv : g->n_tensors;
+    char **names = tq_malloc((size_t)(n ? n : 1) * sizeof(char *));
+    const char *dup = NULL;
+    tq_status st = TQ_OK;
+    if (!names)
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", g->path);
+    for (int64_t i = 0; i < g->n_kv; i++)
+        names[i] = g->kv[i].key;
+    if (find_duplicate(names, g->n_kv, &dup))
+        st = TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", g->path);
+    else if (dup)
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: duplicate metadata key '%s'", g->path, dup);
+    for (int64_t i = 0; !st && i < g->n_tensors; i++)
+        names[i] = g->tensors[i].name;
+    if (!st && find_duplicate(names, g->n_tensors, &dup))
+        st = TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", g->path);
+    else if (!st && dup)
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: duplicate tensor name '%s'", g->path, dup);
+    tq_free(names);
+    return st;
+}
+
 static tq_status check_layout(tq_gguf *g)
 {
     const size_t avail = g->size - g->data_off;
@@ -313,9 +360,6 @@ static tq_status check_layout(tq_gguf *g)
             return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': data [%llu, +%zu) lies past the end of "
                            "the file (data section has %zu bytes)", g->path, t->name,
                            (unsigned long long)t->offset, t->nbytes, avail);
-        for (int64_t j = 0; j < i; j++)
-            if (!strcmp(g->tensors[j].name, t->name))
-                return TQ_FAIL(TQ_E_FORMAT, "%s: duplicate tensor name '%s'", g->path, t->name);
     }
     if (g->n_tensors < 2)
         return TQ_OK;
@@ -372,9 +416,6 @@ static tq_status parse(tq_gguf *g)
         g->n_kv = (int64_t)i + 1; /* so that free() sees the partial entry */
         if ((st = parse_kv(g, &c, kv)))
             return st;
-        for (uint64_t j = 0; j < i; j++)
-            if (!strcmp(g->kv[j].key, kv->key))
-                return TQ_FAIL(TQ_E_FORMAT, "%s: duplicate metadata key '%s'", g->path, kv->key);
         if (!strcmp(kv->key, "general.alignment")) {
             uint32_t a;
             if (kv->type != TQ_GGUF_U32)
@@ -398,6 +439,8 @@ static tq_status parse(tq_gguf *g)
                        g->path, g->data_off, g->size);
     if (g->data_off > g->size)
         g->data_off = g->size;
+    if ((st = check_names(g)))
+        return st;
     return check_layout(g);
 }
 
