@@ -1,6 +1,6 @@
 /* test_tok_edge.c -- tokenizer edge cases and bad input.
- * 1. Edge strings (empty, spaces, CRLF, digits, emoji ZWJ sequences, CJK, accents, special tokens in
- *    the text, 3000-char words, ...) against tests/data/tokenizer/<name>.edge.txt, written by
+ * 1. Edge strings (empty, spaces, CRLF, digits, emoji ZWJ sequences, CJK, accents, special tokens
+ * in the text, 3000-char words, ...) against tests/data/tokenizer/<name>.edge.txt, written by
  *    scripts/tok_ref/make_ref.py with Hugging Face tokenizers (qwen3, llama3) and llama.cpp
  *    (smollm2, gemma3; only when models/ has them).
  * 2. Chat templates against Jinja2 renderings of the real templates (chat.txt).
@@ -184,8 +184,7 @@ typedef struct thread_job {
 static void *thread_encode(void *arg)
 {
     thread_job *j = arg;
-    tq_tokenizer_encode(j->t, j->text, j->n, 0, j->ids, tq_tokenizer_encode_bound(j->n),
-                        &j->n_ids);
+    tq_tokenizer_encode(j->t, j->text, j->n, 0, j->ids, tq_tokenizer_encode_bound(j->n), &j->n_ids);
     return NULL;
 }
 
@@ -239,11 +238,18 @@ static void check_qwen3(const tq_tokenizer *t)
     }
     /* encode overflow: the count needed comes back */
     st = tq_tokenizer_encode(t, "Hello world", 11, 0, ids, 1, &n);
-    CHECK(st == TQ_E_OVERFLOW && n == 2 && ids[0] == 9707, "encode overflow (n=%lld)", (long long)n);
+    CHECK(st == TQ_E_OVERFLOW && n == 2 && ids[0] == 9707, "encode overflow (n=%lld)",
+          (long long)n);
     /* invalid UTF-8 survives a round trip exactly */
     {
-        static const char *bad[] = {"\xff", "a\xc3", "\xe2\x82", "x\xed\xa0\x80y", "\xc0\xaf",
-                                    "caf\xe9 na\xefve", "\xf4\x90\x80\x80", "\x80\x80 \xbf",
+        static const char *bad[] = {"\xff",
+                                    "a\xc3",
+                                    "\xe2\x82",
+                                    "x\xed\xa0\x80y",
+                                    "\xc0\xaf",
+                                    "caf\xe9 na\xefve",
+                                    "\xf4\x90\x80\x80",
+                                    "\x80\x80 \xbf",
                                     "ok \xf0\x9f\x98 cut emoji"};
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
             CHECK(roundtrip(t, bad[i], strlen(bad[i]), 0), "invalid UTF-8 case %zu", i);
@@ -391,10 +397,10 @@ static void check_tiny(void)
     expect(t, "ab a", 0, (int32_t[]){3, 7}, 2);   /* pieces "ab", " a" */
     expect(t, "c b", 0, (int32_t[]){2, 6, 1}, 3); /* " b" has no merge */
     expect(t, "a<s>b", TQ_TOK_PARSE_SPECIAL, (int32_t[]){0, 8, 1}, 3);
-    expect(t, "a<s>b", 0, (int32_t[]){0, 1}, 2);  /* '<' 's' '>' are not in this vocabulary */
+    expect(t, "a<s>b", 0, (int32_t[]){0, 1}, 2); /* '<' 's' '>' are not in this vocabulary */
     tq_tokenizer_free(t);
-    t = tiny("\"b c\",\"a b\",\"ab c\"", 0);      /* b+c now ranks first */
-    expect(t, "abc", 0, (int32_t[]){0, 4}, 2);    /* a + bc: no rule */
+    t = tiny("\"b c\",\"a b\",\"ab c\"", 0);   /* b+c now ranks first */
+    expect(t, "abc", 0, (int32_t[]){0, 4}, 2); /* a + bc: no rule */
     tq_tokenizer_free(t);
     t = tiny("\"a b\"", 0);
     expect(t, "abc", 0, (int32_t[]){3, 2}, 2);
@@ -432,8 +438,8 @@ static void check_bad(void)
              "string id");
     bad_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-3},\"merges\":[]}}", TQ_E_FORMAT,
              "negative id");
-    bad_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":99999999},\"merges\":[]}}",
-             TQ_E_FORMAT, "huge id");
+    bad_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":99999999},\"merges\":[]}}", TQ_E_FORMAT,
+             "huge id");
     bad_json("{\"model\":{\"type\":\"BPE\"," V ",\"merges\":{}}}", TQ_E_FORMAT, "merges object");
     bad_json("{\"model\":{\"type\":\"BPE\"," V ",\"merges\":[5]}}", TQ_E_FORMAT, "merge number");
     bad_json("{\"model\":{\"type\":\"BPE\"," V ",\"merges\":[\"ab\"]}}", TQ_E_FORMAT,
@@ -507,7 +513,7 @@ static void bad_gguf(const char *model, tq_status want, const char *what)
     tq_status st;
     memcpy(buf, "GGUF", 4);
     memcpy(buf + 4, &(uint32_t){3}, 4);
-    memcpy(buf + 8, &(uint64_t){0}, 8);            /* tensors */
+    memcpy(buf + 8, &(uint64_t){0}, 8);              /* tensors */
     memcpy(buf + 16, &(uint64_t){model ? 2 : 1}, 8); /* kv pairs */
     o = 24;
     o += gguf_str_kv(buf + o, "general.architecture", "llama");

@@ -1,8 +1,8 @@
 /* test_tok_parity.c -- token ids identical to the reference tokenizers on the WHOLE WikiText-2 raw
  * test file (fed as one string), and decode(encode(text)) == text, plain and streaming.
- * Usage: test_tok_parity qwen3|llama3|smollm2|gemma3. References: tests/data/tokenizer/<name>.wiki.tqid
- * written by scripts/tok_ref/make_ref.py (Hugging Face tokenizers for the tokenizer.json files,
- * llama.cpp for the SmolLM2 and Gemma 3 GGUF files). */
+ * Usage: test_tok_parity qwen3|llama3|smollm2|gemma3. References:
+ * tests/data/tokenizer/<name>.wiki.tqid written by scripts/tok_ref/make_ref.py (Hugging Face
+ * tokenizers for the tokenizer.json files, llama.cpp for the SmolLM2 and Gemma 3 GGUF files). */
 #include <time.h>
 
 #include "t.h"
@@ -33,8 +33,9 @@ int main(int argc, char **argv)
         snprintf(src, sizeof(src), "%s", tc_path("models/gemma-3-270m-q4_k_m.gguf"));
     else
         snprintf(src, sizeof(src), "%s",
-                 tc_path(!strcmp(name, "qwen3") ? "../shared/assets/tokenizers/qwen3/tokenizer.json"
-                                                : "../shared/assets/tokenizers/llama3/tokenizer.json"));
+                 tc_path(!strcmp(name, "qwen3")
+                             ? "../shared/assets/tokenizers/qwen3/tokenizer.json"
+                             : "../shared/assets/tokenizers/llama3/tokenizer.json"));
     snprintf(ref, sizeof(ref), "%s", tc_path("tests/data/tokenizer/"));
     strncat(ref, name, sizeof(ref) - strlen(ref) - 16);
     strcat(ref, ".wiki.tqid");

@@ -6,26 +6,27 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tq tokenize -t TOKENIZER [-p TEXT | -f FILE] [options]\n\n"
-            "Tokenize text with a Hugging Face tokenizer.json (or a directory holding one) or the\n"
-            "vocabulary embedded in a .gguf file. Prints one line per token: index, id and the\n"
-            "piece (C-escaped), unless --ids or --count.\n\n"
-            "options:\n"
-            "  -t, --tokenizer P  tokenizer.json, its directory, or model.gguf (required)\n"
-            "  -p, --prompt TEXT  the text (default: read -f FILE, else standard input)\n"
-            "  -f, --file FILE    read the text from FILE ('-' = standard input)\n"
-            "  --ids              print only the ids, space-separated, on one line\n"
-            "  --count            print only the number of tokens (and bytes, time)\n"
-            "  --special          parse special tokens written in the text (<|im_start|> ...)\n"
-            "  --bos              prepend BOS; --bos-auto: prepend it if the model asks for it\n"
-            "  --decode           the text is space-separated ids: print what they decode to\n"
-            "  --chat ROLE=TEXT   add a chat message (repeatable); prints the rendered chat and\n"
-            "                     tokenizes it with special tokens parsed\n"
-            "  --template NAME    chat format: auto (from the model), chatml, llama3 (default auto)\n"
-            "  --no-gen-prompt    with --chat: leave out the assistant header at the end\n"
-            "  --info             print vocabulary facts (size, kind, bos/eos/eot, chat format)\n"
-            "  -h, --help         this text\n");
+    fprintf(
+        f,
+        "usage: tq tokenize -t TOKENIZER [-p TEXT | -f FILE] [options]\n\n"
+        "Tokenize text with a Hugging Face tokenizer.json (or a directory holding one) or the\n"
+        "vocabulary embedded in a .gguf file. Prints one line per token: index, id and the\n"
+        "piece (C-escaped), unless --ids or --count.\n\n"
+        "options:\n"
+        "  -t, --tokenizer P  tokenizer.json, its directory, or model.gguf (required)\n"
+        "  -p, --prompt TEXT  the text (default: read -f FILE, else standard input)\n"
+        "  -f, --file FILE    read the text from FILE ('-' = standard input)\n"
+        "  --ids              print only the ids, space-separated, on one line\n"
+        "  --count            print only the number of tokens (and bytes, time)\n"
+        "  --special          parse special tokens written in the text (<|im_start|> ...)\n"
+        "  --bos              prepend BOS; --bos-auto: prepend it if the model asks for it\n"
+        "  --decode           the text is space-separated ids: print what they decode to\n"
+        "  --chat ROLE=TEXT   add a chat message (repeatable); prints the rendered chat and\n"
+        "                     tokenizes it with special tokens parsed\n"
+        "  --template NAME    chat format: auto (from the model), chatml, llama3 (default auto)\n"
+        "  --no-gen-prompt    with --chat: leave out the assistant header at the end\n"
+        "  --info             print vocabulary facts (size, kind, bos/eos/eot, chat format)\n"
+        "  -h, --help         this text\n");
 }
 
 static char *read_all(FILE *f, size_t *n)
@@ -181,8 +182,8 @@ int cmd_tokenize(int argc, char **argv)
             goto out;
         }
         chat = malloc(need + 1);
-        if (!chat || (st = tq_chat_render(tok, fmt, msgs, n_msgs, gen_prompt, chat, need + 1,
-                                          &need))) {
+        if (!chat ||
+            (st = tq_chat_render(tok, fmt, msgs, n_msgs, gen_prompt, chat, need + 1, &need))) {
             rc = cli_error("tokenize", st, "cannot render the chat");
             goto out;
         }
@@ -261,8 +262,8 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (count_only) {
         double dt = now_s() - t0;
-        printf("%lld tokens, %zu bytes (%.2f bytes/token), %.1f ms (%.1f MB/s)\n",
-               (long long)n_ids, n_text, n_ids ? (double)n_text / (double)n_ids : 0.0, 1e3 * dt,
+        printf("%lld tokens, %zu bytes (%.2f bytes/token), %.1f ms (%.1f MB/s)\n", (long long)n_ids,
+               n_text, n_ids ? (double)n_text / (double)n_ids : 0.0, 1e3 * dt,
                dt > 0 ? (double)n_text / dt / 1e6 : 0.0);
     } else if (ids_only) {
         for (int64_t i = 0; i < n_ids; i++)

@@ -44,8 +44,9 @@ TQ_API tq_status tq_tokenizer_from_json_memory(const char *json, size_t len, con
  * Copies what it needs: g may be freed afterwards. Errors: TQ_E_FORMAT (missing/ill-typed keys),
  * TQ_E_UNSUPPORTED (other tokenizer models, unknown pre-tokenizer names). */
 TQ_API tq_status tq_tokenizer_from_gguf(const tq_gguf *g, tq_tokenizer **out);
-/* tq_tokenizer_load() -- by file name: *.gguf -> tq_tokenizer_from_gguf(), a directory ->
- * DIR/tokenizer.json, anything else -> tq_tokenizer_from_json(). */
+/* tq_tokenizer_load() -- by file name: *.gguf -> tq_tokenizer_from_gguf(); a directory, or a
+ * *.safetensors / *.safetensors.index.json / config.json file inside one -> that directory's
+ * tokenizer.json; anything else -> tq_tokenizer_from_json(). */
 TQ_API tq_status tq_tokenizer_load(const char *path, tq_tokenizer **out);
 TQ_API void tq_tokenizer_free(tq_tokenizer *t);
 

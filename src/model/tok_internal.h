@@ -59,10 +59,10 @@ struct tq_tokenizer {
     int32_t added_first[257];
     pcre2_code *re[TOK_MAX_RE];
     int n_re;
-    int ignore_merges;     /* BPE: a pre-token that is a whole vocab entry is not merged */
-    int prefix_space;      /* BPE ByteLevel add_prefix_space                              */
-    int spm_space_prefix;  /* SPM: ' ' in front of text at start / after a special token  */
-    int nfc;               /* NFC normalizer                                               */
+    int ignore_merges;    /* BPE: a pre-token that is a whole vocab entry is not merged */
+    int prefix_space;     /* BPE ByteLevel add_prefix_space                              */
+    int spm_space_prefix; /* SPM: ' ' in front of text at start / after a special token  */
+    int nfc;              /* NFC normalizer                                               */
     int add_bos;
     int32_t bos, eos, eot, unk;
     char *chat_template;

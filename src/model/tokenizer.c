@@ -1,4 +1,5 @@
-/* tokenizer.c -- vocabulary tables, encode and decode for byte-level BPE and SentencePiece-style BPE.
+/* tokenizer.c -- vocabulary tables, encode and decode for byte-level BPE and SentencePiece-style
+ * BPE.
  *
  * Encode: (1) added tokens are cut out of the text, leftmost-longest; (2) each remaining segment
  * is NFC-normalized if the model says so, split into valid-UTF-8 runs (an invalid byte is a piece
@@ -268,8 +269,8 @@ tq_status tok_finish_vocab(tq_tokenizer *t)
             const char *s = t->text + t->off[i];
             uint32_t len = t->off[i + 1] - t->off[i];
             t->poff[i] = p;
-            if (t->type[i] == TOKT_BYTE && len == 6 && s[0] == '<' && s[1] == '0' &&
-                s[2] == 'x' && s[5] == '>') {
+            if (t->type[i] == TOKT_BYTE && len == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' &&
+                s[5] == '>') {
                 t->ptext[p++] = (char)(hexval(s[3]) << 4 | hexval(s[4]));
                 continue;
             }
@@ -388,8 +389,8 @@ tq_status tok_add_regex(tq_tokenizer *t, const char *pattern)
     if (t->n_re >= TOK_MAX_RE)
         return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: more than %d pre-tokenizer regexes", t->name,
                        TOK_MAX_RE);
-    re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err,
-                       &at, NULL);
+    re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &at,
+                       NULL);
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(err, msg, sizeof(msg));
@@ -910,8 +911,8 @@ static void segment(enc *e, const char *s, size_t n, bool after_special)
         spm_segment(e, s, n, e->t->spm_space_prefix && after_special);
 }
 
-tq_status tq_tokenizer_encode(const tq_tokenizer *t, const char *text, size_t len,
-                              unsigned flags, int32_t *ids, int64_t cap, int64_t *n_out)
+tq_status tq_tokenizer_encode(const tq_tokenizer *t, const char *text, size_t len, unsigned flags,
+                              int32_t *ids, int64_t cap, int64_t *n_out)
 {
     enc e;
     size_t pos = 0, seg = 0;
@@ -992,8 +993,8 @@ static const char *piece_for(const tq_tokenizer *t, int32_t id, int64_t index, u
     return p;
 }
 
-tq_status tq_tokenizer_decode(const tq_tokenizer *t, const int32_t *ids, int64_t n,
-                              unsigned flags, char *dst, size_t cap, size_t *n_out)
+tq_status tq_tokenizer_decode(const tq_tokenizer *t, const int32_t *ids, int64_t n, unsigned flags,
+                              char *dst, size_t cap, size_t *n_out)
 {
     size_t o = 0;
     int64_t index = 0;

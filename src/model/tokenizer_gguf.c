@@ -13,10 +13,10 @@
 #include "tok_internal.h"
 
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
-#define RE_LLAMA3                                                                                \
+#define RE_LLAMA3                                                                                  \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"     \
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_QWEN2                                                                                 \
+#define RE_QWEN2                                                                                   \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"     \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
@@ -111,7 +111,8 @@ tq_status tq_tokenizer_from_gguf(const tq_gguf *g, tq_tokenizer **out)
     *out = NULL;
     name = tq_gguf_path(g) ? tq_gguf_path(g) : "gguf";
     if (tq_gguf_find_key(g, "tokenizer.ggml.model") < 0)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: no tokenizer.ggml.model key (no embedded tokenizer)", name);
+        return TQ_FAIL(TQ_E_FORMAT, "%s: no tokenizer.ggml.model key (no embedded tokenizer)",
+                       name);
     if ((st = tq_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL)))
         return st;
     if (!strcmp(model, "gpt2"))
@@ -249,6 +250,12 @@ fail:
     return st;
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
 tq_status tq_tokenizer_load(const char *path, tq_tokenizer **out)
 {
     size_t n;
@@ -256,7 +263,7 @@ tq_status tq_tokenizer_load(const char *path, tq_tokenizer **out)
         return TQ_FAIL(TQ_E_ARG, "tq_tokenizer_load: NULL path/out");
     *out = NULL;
     n = strlen(path);
-    if (n >= 5 && !strcmp(path + n - 5, ".gguf")) {
+    if (ends_with(path, ".gguf")) {
         tq_gguf *g = NULL;
         tq_status st = tq_gguf_open(path, &g);
         if (st)
@@ -267,15 +274,28 @@ tq_status tq_tokenizer_load(const char *path, tq_tokenizer **out)
     }
     {
         struct stat sb;
+        const char *slash = strrchr(path, '/');
+        size_t dir = n;
         char *p;
         tq_status st;
-        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        /* weights or config of a Hugging Face directory: its tokenizer.json */
+        bool sibling = ends_with(path, ".safetensors") ||
+                       ends_with(path, ".safetensors.index.json") ||
+                       !strcmp(slash ? slash + 1 : path, "config.json");
+        if (sibling)
+            dir = slash ? (size_t)(slash - path) : 0;
+        else if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return tq_tokenizer_from_json(path, out); /* also reports a missing file */
-        p = tq_malloc(n + sizeof("/tokenizer.json"));
+        p = tq_malloc(dir + sizeof("./tokenizer.json"));
         if (!p)
             return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
-        memcpy(p, path, n);
-        memcpy(p + n, "/tokenizer.json", sizeof("/tokenizer.json"));
+        if (dir) {
+            memcpy(p, path, dir);
+            memcpy(p + dir, "/tokenizer.json", sizeof("/tokenizer.json"));
+        } else {
+            memcpy(p, sibling && slash ? "/tokenizer.json" : "tokenizer.json",
+                   sibling && slash ? sizeof("/tokenizer.json") : sizeof("tokenizer.json"));
+        }
         st = tq_tokenizer_from_json(p, out);
         tq_free(p);
         return st;

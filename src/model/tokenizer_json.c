@@ -217,14 +217,16 @@ static tq_status load_merges(tq_tokenizer *t, json_object *merges)
         } else if (json_object_is_type(m, json_type_array) && json_object_array_length(m) == 2 &&
                    json_object_is_type(json_object_array_get_idx(m, 0), json_type_string) &&
                    json_object_is_type(json_object_array_get_idx(m, 1), json_type_string)) {
-            json_object *ja = json_object_array_get_idx(m, 0), *jb = json_object_array_get_idx(m, 1);
+            json_object *ja = json_object_array_get_idx(m, 0),
+                        *jb = json_object_array_get_idx(m, 1);
             a = json_object_get_string(ja);
             an = (size_t)json_object_get_string_len(ja);
             b = json_object_get_string(jb);
             bn = (size_t)json_object_get_string_len(jb);
         } else {
             return TQ_FAIL(TQ_E_FORMAT,
-                           "%s: model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", t->name, i);
+                           "%s: model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", t->name,
+                           i);
         }
         if ((st = tok_add_merge(t, a, an, b, bn, &skipped)))
             return st;
@@ -248,8 +250,8 @@ static int32_t find_any(const tq_tokenizer *t, const char *const *names)
 /* apply_config() -- bos/eos/add_bos/chat template from tokenizer_config.json (may be NULL). */
 static tq_status apply_config(tq_tokenizer *t, json_object *cfg)
 {
-    static const char *const eot_names[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>",
-                                            "<|end|>", NULL};
+    static const char *const eot_names[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>",
+                                            NULL};
     static const char *const eos_names[] = {"<|end_of_text|>", "<|endoftext|>", "</s>", NULL};
     const char *s;
     json_object *ct = field(cfg, "chat_template");
@@ -329,8 +331,7 @@ static tq_status build(json_object *root, json_object *cfg, const char *name, tq
     for (size_t i = 0; added && i < json_object_array_length(added); i++) {
         json_object *a = json_object_array_get_idx(added, i);
         int32_t id;
-        if (!get_id(field(a, "id"), &id) || !field_str(a, "content") ||
-            !*field_str(a, "content"))
+        if (!get_id(field(a, "id"), &id) || !field_str(a, "content") || !*field_str(a, "content"))
             return TQ_FAIL(TQ_E_FORMAT,
                            "%s: added_tokens[%zu] needs an \"id\" in [0, 2^24) and a non-empty "
                            "\"content\" string",
