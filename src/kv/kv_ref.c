@@ -108,9 +108,11 @@ void tq_kv_unpack_bits(const uint8_t *src, int n, int bits, uint8_t *idx)
 
 void tq_kv_fwht_butterflies(float *u, int n)
 {
+    /* every i with (i & h) == 0, visited block by block: i = blk .. blk + h - 1 for blk a
+     * multiple of 2h (the butterflies of one stage are independent, so order is free) */
     for (int h = 1; h < n; h <<= 1)
-        for (int i = 0; i < n; i++)
-            if ((i & h) == 0) {
+        for (int blk = 0; blk < n; blk += 2 * h)
+            for (int i = blk; i < blk + h; i++) {
                 const float a = u[i], b = u[i + h];
                 u[i] = a + b;
                 u[i + h] = a - b;
