@@ -541,7 +541,7 @@ int main(int argc, char **argv)
     check_bad();
     bad_gguf(NULL, TQ_E_FORMAT, "no tokenizer.ggml.model");
     bad_gguf("bert", TQ_E_UNSUPPORTED, "WordPiece model");
-    bad_gguf("gpt2", TQ_E_ARG, "gpt2 without tokens");
+    bad_gguf("gpt2", TQ_E_FORMAT, "gpt2 without tokens");
     if (tq_tokenizer_load(tc_path(QWEN3_JSON), &q) != TQ_OK ||
         tq_tokenizer_load(tc_path(LLAMA3_JSON), &l) != TQ_OK) {
         printf("shared tokenizers not loadable: %s\n", tq_last_error());

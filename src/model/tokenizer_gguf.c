@@ -124,6 +124,11 @@ tq_status tq_tokenizer_from_gguf(const tq_gguf *g, tq_tokenizer **out)
                        "%s: tokenizer.ggml.model \"%s\" (supported: gpt2 = byte-level BPE, llama = "
                        "SentencePiece-style)",
                        name, model);
+    if (tq_gguf_find_key(g, "tokenizer.ggml.tokens") < 0)
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: tokenizer.ggml.model is \"%s\" but tokenizer.ggml.tokens "
+                       "is missing",
+                       name, model);
     if ((st = tq_gguf_get_arr(g, "tokenizer.ggml.tokens", &elem, &n)))
         return st;
     if (elem != TQ_GGUF_STRING || n <= 0 || n > (1 << 24))
@@ -186,6 +191,11 @@ tq_status tq_tokenizer_from_gguf(const tq_gguf *g, tq_tokenizer **out)
                 goto fail;
         t->ignore_merges = pe->ignore_merges;
         t->add_bos = pe->add_bos;
+        if (tq_gguf_find_key(g, "tokenizer.ggml.merges") < 0) {
+            st = TQ_FAIL(TQ_E_FORMAT, "%s: byte-level BPE vocabulary without tokenizer.ggml.merges",
+                         name);
+            goto fail;
+        }
         if ((st = tq_gguf_get_arr(g, "tokenizer.ggml.merges", &elem, &n_merges)))
             goto fail;
         if (elem != TQ_GGUF_STRING) {
