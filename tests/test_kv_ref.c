@@ -4,6 +4,7 @@
  * NaN defect, all-zero V groups), NaN/inf rules, and exact small rows. */
 #include "core/core.h"
 #include "core/half.h"
+#include "cpu/kv_cpu.h"
 #include "kv/kv_internal.h"
 #include "t.h"
 
@@ -34,6 +35,27 @@ int main(int argc, char **argv)
                    (const uint8_t[]){0xc0, 0x01, 0x00}, 3, "3bit 7 at 2");
         check_pack((const uint8_t[]){0, 0, 0, 0, 0, 7, 0, 0}, 8, 3,
                    (const uint8_t[]){0x00, 0x80, 0x03}, 3, "3bit 7 at 5");
+    }
+
+    /* the 32-index fast pack/unpack (kv_cpu.h, used by kernels and the fused attention) make
+     * the reference's bytes */
+    {
+        const int bits[5] = {2, 3, 4, 5, 8};
+        uint32_t st = 7u;
+        int ok = 1;
+        for (int k = 0; k < 5; k++)
+            for (int rep = 0; rep < 200; rep++) {
+                uint8_t idx[32], a[40], b[40], back[32];
+                for (int i = 0; i < 32; i++) {
+                    st = st * 1664525u + 1013904223u;
+                    idx[i] = (uint8_t)((st >> 24) & ((1u << bits[k]) - 1u));
+                }
+                tq_kv_pack_bits(idx, 32, bits[k], a);
+                kv_pack32(idx, bits[k], b);
+                kv_unpack32(a, bits[k], back);
+                ok &= !memcmp(a, b, 4 * (size_t)bits[k]) && !memcmp(back, idx, 32);
+            }
+        CHECK(ok, "kv_pack32/kv_unpack32 == tq_kv_pack_bits/unpack");
     }
 
     /* table bits (JSON float32_hex fields) */
