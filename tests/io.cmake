@@ -19,3 +19,15 @@ foreach(t gguf safetensors tokenizer_json)
     set_tests_properties(fuzz_replay_${t} PROPERTIES LABELS "fast;fuzz" TIMEOUT 120)
 endforeach()
 tq_test(test_io_config LABELS fast)
+# tq inspect end to end on the fixtures (JSON fields, a sharded HF directory, a refused file).
+add_test(NAME tq_inspect_gguf COMMAND tq inspect tests/data/io/tiny.gguf --json
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(tq_inspect_gguf PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
+    "\"format\":\"gguf\".*\"arch\":\"llama\".*\"n_heads\":2,\"n_kv_heads\":1,\"head_dim\":4.*\"src_name\":\"blk.0.attn_q.weight\",\"type\":\"F32\",\"shape\":\\[8,8\\]")
+add_test(NAME tq_inspect_st COMMAND tq inspect tests/data/io/tiny_st WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(tq_inspect_st PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
+    "rope_scaling +llama3.*k_proj.weight +F16 +\\(4, 8\\) +64.*totals: 2 tensors, 96 parameters")
+add_test(NAME tq_inspect_bad COMMAND tq inspect tests/data/io/bad/overlap.gguf
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(tq_inspect_bad PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
+    "tq inspect: cannot open tests/data/io/bad/overlap.gguf: .*tensors 'a' and 'b' overlap")

@@ -4,10 +4,18 @@
  * scripts/io_ref/gguf_ref.py): max abs difference 0. Llama q/k weights read through tq_weights
  * also match the independently un-permuted reference (HF layout). Label: model. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "t.h"
 #include "io_sha256.h"
 #include "turboquant.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void hash_f32(const float *x, int64_t n, char out[65])
 {
@@ -25,6 +33,7 @@ static void run_model(const char *model, const char *ref)
     char line[512];
     int n_lines = 0;
     int n_perm = 0;
+    uint64_t ns[2] = {0, 0};
 
     CHECK(f != NULL, "cannot open %s", ref);
     CHECK(tq_gguf_open(model, &g) == TQ_OK, "%s: %s", model, tq_last_error());
@@ -52,8 +61,10 @@ static void run_model(const char *model, const char *ref)
               name, tq_ggml_type_name(info.type), type, n);
         float *x = malloc((size_t)n * 4);
         for (int isa = 0; isa <= TQ_ISA_AVX2; isa++) {
+            const uint64_t t0 = now_ns();
             CHECK(tq_ggml_dequant_isa((tq_isa)isa, info.type, info.data, info.nbytes, x, n) == TQ_OK,
                   "%s", tq_last_error());
+            ns[isa] += now_ns() - t0;
             hash_f32(x, n, got);
             CHECK(!strcmp(got, want), "%s (%s, isa %s): sha256 %s, gguf-py %s", name, type,
                   tq_isa_name((tq_isa)isa), got, want);
@@ -78,6 +89,8 @@ static void run_model(const char *model, const char *ref)
     CHECK(n_lines == tq_gguf_n_tensors(g), "%s: %d reference lines, %lld tensors", model, n_lines,
           (long long)tq_gguf_n_tensors(g));
     printf("%s: %d tensors compared (scalar + avx2), %d un-permuted q/k\n", model, n_lines, n_perm);
+    printf("%s: dequantize all tensors to f32: scalar %.3f s, avx2 %.3f s (one thread)\n", model,
+           ns[0] * 1e-9, ns[1] * 1e-9);
 out:
     if (f)
         fclose(f);
