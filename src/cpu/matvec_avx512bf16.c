@@ -54,6 +54,8 @@ static void mm_bf16(const void *w, int64_t k, const float *x, const uint16_t *xb
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int64_t j = 0; j < k32; j += 32) {
                 const __m512bh xv = LDB(xt + j);
+                for (int a = 4; a < 8; a++) /* next 4 rows, same column (see matvec_avx512.c) */
+                    _mm_prefetch((const char *)(w0 + j + a * k), _MM_HINT_T0);
                 a0 = _mm512_dpbf16_ps(a0, LDB(w0 + j), xv);
                 a1 = _mm512_dpbf16_ps(a1, LDB(w1 + j), xv);
                 a2 = _mm512_dpbf16_ps(a2, LDB(w2 + j), xv);
