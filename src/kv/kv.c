@@ -38,6 +38,7 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
 {
     if (!str || !out)
         return TQ_FAIL(TQ_E_ARG, "kv scheme: NULL %s", !str ? "string" : "output");
+    const char *orig = str; /* messages name what the caller wrote */
     tq_kv_scheme s = {.kind = TQ_KV_F32, .k_bits = 0, .v_bits = 0, .flags = 0};
     static const struct {
         const char *name;
@@ -85,11 +86,11 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
         if (parse_uint(&p, &k) && *p == 'v' && (p++, parse_uint(&p, &v)) && *p == '\0') {
             if (!tq_kv_key_bits_ok(k))
                 return TQ_FAIL(TQ_E_ARG, "kv scheme '%s': key bits %d not supported (valid: 2, 4, 5, 8)",
-                               str, k);
+                               orig, k);
             if (!tq_kv_value_bits_ok(v))
                 return TQ_FAIL(TQ_E_ARG,
                                "kv scheme '%s': value bits %d not supported (valid: 2, 3, 4, 5, 8)",
-                               str, v);
+                               orig, v);
             s.kind = TQ_KV_TURBO;
             s.k_bits = k;
             s.v_bits = v;
@@ -97,7 +98,7 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
             return TQ_OK;
         }
     }
-    return TQ_FAIL(TQ_E_ARG, "kv scheme '%s' is not valid; valid: %s", str, schemes_help);
+    return TQ_FAIL(TQ_E_ARG, "kv scheme '%s' is not valid; valid: %s", orig, schemes_help);
 }
 
 static int scheme_valid(tq_kv_scheme s)
