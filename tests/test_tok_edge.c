@@ -54,13 +54,13 @@ static int roundtrip(const tq_tokenizer *t, const char *s, size_t n, unsigned fl
     return ok;
 }
 
-static void check_edge_file(const tq_tokenizer *t, const char *name)
+static void check_edge_file(const tq_tokenizer *t, const char *name, const char *kind)
 {
     char path[256];
     size_t n = 0;
     char *f;
     int lines = 0;
-    snprintf(path, sizeof(path), "tests/data/tokenizer/%s.edge.txt", name);
+    snprintf(path, sizeof(path), "tests/data/tokenizer/%s.%s.txt", name, kind);
     f = tc_read(tc_path(path), &n);
     CHECK(f != NULL, "cannot read %s", path);
     if (!f)
@@ -91,7 +91,7 @@ static void check_edge_file(const tq_tokenizer *t, const char *name)
             want[n_want++] = (int32_t)v;
             p = end;
         }
-        CHECK(tab2 != NULL, "%s edge line %d: no decode column", name, lines + 1);
+        CHECK(tab2 != NULL, "%s %s line %d: no decode column", name, kind, lines + 1);
         if (!tab2) {
             free(text);
             continue;
@@ -101,13 +101,13 @@ static void check_edge_file(const tq_tokenizer *t, const char *name)
         got = malloc((size_t)tq_tokenizer_encode_bound(text_n) * sizeof(int32_t));
         n_got = encode(t, text, text_n, TQ_TOK_PARSE_SPECIAL, got);
         CHECK(n_got == n_want && !memcmp(got, want, (size_t)n_want * sizeof(int32_t)),
-              "%s edge line %d (\"%.40s\"): %lld ids, reference %lld", name, lines + 1, text,
+              "%s %s line %d (\"%.40s\"): %lld ids, reference %lld", name, kind, lines + 1, text,
               (long long)n_got, (long long)n_want);
         /* decode equals the reference's decode (the text itself unless NFC changed it) */
         dec = malloc(text_n * 4 + 64);
         CHECK(tq_tokenizer_decode(t, got, n_got, 0, dec, text_n * 4 + 64, &dec_n) == TQ_OK &&
                   dec_n == back_n && !memcmp(dec, back, back_n),
-              "%s edge line %d: decode differs from the reference decode", name, lines + 1);
+              "%s %s line %d: decode differs from the reference decode", name, kind, lines + 1);
         free(dec);
         free(back);
         free(got);
@@ -115,7 +115,7 @@ static void check_edge_file(const tq_tokenizer *t, const char *name)
         lines++;
     }
     CHECK(lines >= 20, "%s: only %d edge cases read", name, lines);
-    printf("%s: %d edge cases\n", name, lines);
+    printf("%s: %d %s cases\n", name, lines, kind);
     free(f);
 }
 
@@ -548,8 +548,10 @@ int main(int argc, char **argv)
         tq_tokenizer_free(q);
         return t_pass + t_fail ? t_done() : t_skip("../shared/assets/tokenizers missing");
     }
-    check_edge_file(q, "qwen3");
-    check_edge_file(l, "llama3");
+    check_edge_file(q, "qwen3", "edge");
+    check_edge_file(q, "qwen3", "rand");
+    check_edge_file(l, "llama3", "edge");
+    check_edge_file(l, "llama3", "rand");
     check_chats(q, "qwen3");
     check_chats(l, "llama3");
     check_qwen3(q);
@@ -557,7 +559,8 @@ int main(int argc, char **argv)
     tq_tokenizer_free(q);
     tq_tokenizer_free(l);
     if (tq_tokenizer_load(tc_path(SMOLLM2_GGUF), &g) == TQ_OK) {
-        check_edge_file(g, "smollm2");
+        check_edge_file(g, "smollm2", "edge");
+        check_edge_file(g, "smollm2", "rand");
         check_chats(g, "smollm2");
         CHECK(tq_tokenizer_eot(g) == 2 && tq_tokenizer_bos(g) == 1, "smollm2 eot/bos");
         tq_tokenizer_free(g);
@@ -565,7 +568,8 @@ int main(int argc, char **argv)
         printf("note: %s not present, SmolLM2 cases not run\n", SMOLLM2_GGUF);
     }
     if (tq_tokenizer_load(tc_path(GEMMA3_GGUF), &g) == TQ_OK) {
-        check_edge_file(g, "gemma3");
+        check_edge_file(g, "gemma3", "edge");
+        check_edge_file(g, "gemma3", "rand");
         CHECK(tq_tokenizer_add_bos(g) && tq_tokenizer_bos(g) == 2, "gemma3 adds BOS 2");
         tq_tokenizer_free(g);
     } else {

@@ -5,6 +5,8 @@ Writes into tests/data/tokenizer/:
   <name>.wiki.tqid   ids of the WHOLE WikiText-2 raw test file, fed as ONE string (no chunking),
                      without BOS / special tokens added ("add_special_tokens=False" / add_bos=False).
                      Format: b"TQID", u32 LE count, then zlib(count * u32 LE ids).
+  <name>.rand.txt    150 seeded random strings (random_strings(): scripts, whitespace, digits,
+                     emoji sequences, combining marks, special-token spellings), same format
   chat.txt           chat templates rendered by Jinja2 (configured as transformers does) from the
                      real templates (qwen3/llama3 tokenizer_config.json, SmolLM2's GGUF), per line:
                      name TAB add_generation_prompt TAB n TAB (role TAB hex(content)) x n TAB hex(text)
@@ -57,6 +59,39 @@ EDGE = [
     " " * 700 + "end",
     "\u0301combining at start, e\u0301 decomposed",
 ]
+
+
+def random_strings(n=150, seed=20261129):
+    """Seeded random strings mixing scripts, whitespace, digits, punctuation, emoji sequences,
+    combining marks and special-token spellings (differential test, <name>.rand.txt)."""
+    import random
+    rng = random.Random(seed)
+    pools = [
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        "0123456789", "     ", "\n\n\t\r", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+        "\u00e9\u00e8\u00fc\u00f1\u00df\u00c5\u00e6\u00f8\u0153\u0142\u017c\u0107",
+        "\u0301\u0308\u0327\u0303\u0323\u030a", "\u03b1\u03b2\u03b3\u03a9\u03c9\u03ac",
+        "\u043f\u0440\u0438\u0432\u0435\u0442\u0416\u042f", "\u6f22\u5b57\u65e5\u672c\u8a9e\u4e2d\u6587",
+        "\u3042\u3044\u30ab\u30bf\u30ab\u30ca", "\ud55c\uad6d\uc5b4\u1100\u1161\u11a8",
+        "\u0645\u0631\u062d\u0628\u0627", "\u0928\u092e\u0938\u094d\u0924\u0947",
+        "\u00a0\u2003\u2009\u3000\u200b\u2028", "\uff21\uff22\uff11\uff12\uff01",
+        "\u2013\u2014\u2019\u201c\u201d\u2026\u00b0\u20ac\u00a3",
+    ]
+    seqs = ["\U0001F600", "\U0001F44D\U0001F3FD", "\U0001F468\u200D\U0001F469\u200D\U0001F467",
+            "\u2764\uFE0F", "\U0001F1EB\U0001F1F7", "'s", "'LL", "'ve", " 's", "<|im_start|>",
+            "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<|eot_id|>",
+            "<|begin_of_text|>", "<start_of_turn>", "<unk>", "@-@", " = = ", "1234567", "    "]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 30)):
+            if rng.random() < 0.15:
+                parts.append(rng.choice(seqs))
+            else:
+                pool = rng.choice(pools)
+                parts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 6))))
+        out.append("".join(parts))
+    return out
 
 
 CHATS = [
@@ -144,6 +179,11 @@ def main():
             e = tk.encode(t, add_special_tokens=False).ids
             edge.append((t, e, tk.decode(e, skip_special_tokens=False).encode("utf-8")))
         write_edge(os.path.join(out, name + ".edge.txt"), edge)
+        rand = []
+        for t in random_strings():
+            e = tk.encode(t, add_special_tokens=False).ids
+            rand.append((t, e, tk.decode(e, skip_special_tokens=False).encode("utf-8")))
+        write_edge(os.path.join(out, name + ".rand.txt"), rand)
         print("%s: %d ids (tokenizers %s)" % (name, len(ids), tokenizers.__version__))
 
     for name, fname in (("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -161,6 +201,11 @@ def main():
             e = llm.tokenize(t.encode("utf-8"), add_bos=False, special=True)
             edge.append((t, e, llama_detokenize(llm, e)))
         write_edge(os.path.join(out, name + ".edge.txt"), edge)
+        rand = []
+        for t in random_strings():
+            e = llm.tokenize(t.encode("utf-8"), add_bos=False, special=True)
+            rand.append((t, e, llama_detokenize(llm, e)))
+        write_edge(os.path.join(out, name + ".rand.txt"), rand)
         print("%s: %d ids (llama_cpp %s)" % (name, len(ids), llama_cpp.__version__))
 
     if a.only in (None, "chat"):
