@@ -44,26 +44,41 @@
             int64_t r = rb;                                                                  \
             for (; r + 4 <= re; r += 4) { /* 4 rows x 4 tokens: 16 accumulators */           \
                 const T *w0 = W + r * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;           \
-                __m512 c[4][4];                                                              \
-                for (int a = 0; a < 4; a++)                                                  \
-                    for (int b = 0; b < 4; b++)                                              \
-                        c[a][b] = _mm512_setzero_ps();                                       \
+                __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;           \
+                __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;                           \
+                __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00;                           \
+                __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00;                           \
                 for (int64_t j = 0; j < k8; j += 16) {                                       \
                     const __m512 v0 = _mm512_loadu_ps(x0 + j), v1 = _mm512_loadu_ps(x1 + j); \
                     const __m512 v2 = _mm512_loadu_ps(x2 + j), v3 = _mm512_loadu_ps(x3 + j); \
-                    const __m512 u[4] = {LD(w0 + j), LD(w1 + j), LD(w2 + j), LD(w3 + j)};    \
-                    for (int a = 0; a < 4; a++) {                                            \
-                        c[a][0] = _mm512_fmadd_ps(u[a], v0, c[a][0]);                        \
-                        c[a][1] = _mm512_fmadd_ps(u[a], v1, c[a][1]);                        \
-                        c[a][2] = _mm512_fmadd_ps(u[a], v2, c[a][2]);                        \
-                        c[a][3] = _mm512_fmadd_ps(u[a], v3, c[a][3]);                        \
-                    }                                                                        \
+                    const __m512 u0 = LD(w0 + j);                                            \
+                    c00 = _mm512_fmadd_ps(u0, v0, c00);                                      \
+                    c01 = _mm512_fmadd_ps(u0, v1, c01);                                      \
+                    c02 = _mm512_fmadd_ps(u0, v2, c02);                                      \
+                    c03 = _mm512_fmadd_ps(u0, v3, c03);                                      \
+                    const __m512 u1 = LD(w1 + j);                                            \
+                    c10 = _mm512_fmadd_ps(u1, v0, c10);                                      \
+                    c11 = _mm512_fmadd_ps(u1, v1, c11);                                      \
+                    c12 = _mm512_fmadd_ps(u1, v2, c12);                                      \
+                    c13 = _mm512_fmadd_ps(u1, v3, c13);                                      \
+                    const __m512 u2 = LD(w2 + j);                                            \
+                    c20 = _mm512_fmadd_ps(u2, v0, c20);                                      \
+                    c21 = _mm512_fmadd_ps(u2, v1, c21);                                      \
+                    c22 = _mm512_fmadd_ps(u2, v2, c22);                                      \
+                    c23 = _mm512_fmadd_ps(u2, v3, c23);                                      \
+                    const __m512 u3 = LD(w3 + j);                                            \
+                    c30 = _mm512_fmadd_ps(u3, v0, c30);                                      \
+                    c31 = _mm512_fmadd_ps(u3, v1, c31);                                      \
+                    c32 = _mm512_fmadd_ps(u3, v2, c32);                                      \
+                    c33 = _mm512_fmadd_ps(u3, v3, c33);                                      \
                 }                                                                            \
+                const __m512 cc[16] = {c00, c01, c02, c03, c10, c11, c12, c13,               \
+                                       c20, c21, c22, c23, c30, c31, c32, c33};              \
                 const T *wa[4] = {w0, w1, w2, w3};                                           \
                 const float *xs[4] = {x0, x1, x2, x3};                                       \
                 for (int a = 0; a < 4; a++)                                                  \
                     for (int b = 0; b < 4; b++) {                                            \
-                        float sv = _mm512_reduce_add_ps(c[a][b]);                            \
+                        float sv = _mm512_reduce_add_ps(cc[a * 4 + b]);                      \
                         for (int64_t j = k8; j < k; j++)                                     \
                             sv += SC(wa[a] + j) * xs[b][j];                                  \
                         y[(t + b) * ldy + r + a] = sv;                                       \
