@@ -1,6 +1,7 @@
 /* test_engine_matvec.c -- every matvec/GEMM kernel (each ISA, each weight dtype) against the
  * scalar specification on random inputs, awkward shapes (k not a multiple of the vector width,
- * rows not a multiple of 4, n = 1..9 tokens), plus thread-count invariance of the driver. */
+ * rows not a multiple of 4, n = 1..9 tokens), plus thread-count invariance of the driver, and
+ * the AVX-512 attention row kernel against a double-precision softmax attention. */
 #include "core/core.h"
 #include "core/half.h"
 #include "core/rng.h"
@@ -129,6 +130,50 @@ int main(int argc, char **argv)
                         "run_multi %s threads=%d", tq_dtype_name((tq_dtype)dt), th);
             tq_pool_free(pool);
         }
+    }
+    /* f32 attention row kernel (AVX-512) against a double-precision softmax attention */
+    if (tq_cpu_supports(TQ_ISA_AVX512)) {
+        static const int hds[] = {16, 48, 64, 128};
+        static const int nks[] = {1, 7, 300};
+        float *K = tq_malloc(300 * 128 * 4), *V = tq_malloc(300 * 128 * 4);
+        float q[128], o[128], sc[300];
+        double ref[128], p[300];
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 3; b++) {
+                const int hd = hds[a], nk = nks[b];
+                for (int i = 0; i < nk * hd; i++) {
+                    K[i] = tq_rng_normal(&rng);
+                    V[i] = tq_rng_normal(&rng);
+                }
+                for (int i = 0; i < hd; i++)
+                    q[i] = tq_rng_normal(&rng);
+                const float scale = 1.0f / sqrtf((float)hd);
+                double mx = -1e300, sum = 0;
+                for (int t = 0; t < nk; t++) {
+                    double d = 0;
+                    for (int i = 0; i < hd; i++)
+                        d += (double)q[i] * K[t * hd + i];
+                    p[t] = d * scale;
+                    mx = p[t] > mx ? p[t] : mx;
+                }
+                for (int t = 0; t < nk; t++)
+                    sum += p[t] = exp(p[t] - mx);
+                for (int i = 0; i < hd; i++) {
+                    ref[i] = 0;
+                    for (int t = 0; t < nk; t++)
+                        ref[i] += p[t] / sum * V[t * hd + i];
+                }
+                tq_attn_row_avx512(q, K, V, nk, hd, scale, sc, o);
+                double num = 0, den = 0;
+                for (int i = 0; i < hd; i++) {
+                    num += (o[i] - ref[i]) * (o[i] - ref[i]);
+                    den += ref[i] * ref[i];
+                }
+                CHECK(num <= 1e-10 * den, "attn_row_avx512 hd=%d keys=%d nmse=%.3g", hd, nk,
+                      num / den);
+            }
+        tq_free(K);
+        tq_free(V);
     }
     tq_mm bad;
     CHECK(tq_mm_select((tq_dtype)9, &bad) == TQ_E_UNSUPPORTED, "bad dtype refused");

@@ -73,4 +73,10 @@ void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int 
 /* tq_mm_round_x() -- xb[i] = bf16(x[i]) for n rows of k (leading dimension ldx). */
 void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *xb);
 
+/* tq_attn_row_avx512() -- one query row of f32 attention over n_keys K/V rows (stride hd, a
+ * multiple of 16): out = softmax(scale q K^T) V; sc holds n_keys scores (scratch). The portable
+ * version and the choice are in src/model/kvcache.c. */
+void tq_attn_row_avx512(const float *q, const float *K, const float *V, int64_t n_keys, int hd,
+                        float scale, float *sc, float *out);
+
 #endif /* TQ_MATVEC_H */

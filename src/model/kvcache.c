@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "cpu/matvec.h"
 #include "model/kvcache.h"
 #include "model/kvcache_turbo.h"
 
@@ -31,7 +32,11 @@ static inline float dot(const float *a, const float *b, int n)
     return r;
 }
 
-/* one query row: out = softmax(scale q K^T) V over n_keys rows of K and V (stride hd) */
+typedef void (*attn_row_fn)(const float *q, const float *K, const float *V, int64_t n_keys,
+                           int hd, float scale, float *sc, float *out);
+
+/* one query row: out = softmax(scale q K^T) V over n_keys rows of K and V (stride hd); the
+ * portable version of tq_attn_row_avx512() (src/cpu/matvec_attn_avx512.c) */
 static void attend_row(const float *q, const float *K, const float *V, int64_t n_keys, int hd,
                        float scale, float *sc, float *out)
 {
@@ -127,8 +132,9 @@ typedef struct att_job {
     const float *q;
     int64_t n_q, pos0;
     float *out;
-    int64_t qblk; /* queries per unit */
-    int64_t n_qb; /* query blocks     */
+    int64_t qblk;    /* queries per unit */
+    int64_t n_qb;    /* query blocks     */
+    attn_row_fn row; /* f32 row kernel   */
 } att_job;
 
 static void att_task(void *ctx, int ith, int nth)
@@ -166,8 +172,8 @@ static void att_task(void *ctx, int ith, int nth)
         }
         for (int64_t i = i0; i < i1; i++)
             for (int h = g * group; h < (g + 1) * group; h++)
-                attend_row(j->q + (i * nh + h) * hd, K, V, j->pos0 + i + 1, hd, c->scale, sc,
-                           j->out + (i * nh + h) * hd);
+                j->row(j->q + (i * nh + h) * hd, K, V, j->pos0 + i + 1, hd, c->scale, sc,
+                       j->out + (i * nh + h) * hd);
     }
 }
 
@@ -184,7 +190,9 @@ static void kv_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_
         n_qb = 1;
     const int64_t qblk = (n_q + n_qb - 1) / n_qb;
     att_job j = {.c = c, .il = il, .q = q, .n_q = n_q, .pos0 = pos0, .out = out, .qblk = qblk,
-                 .n_qb = (n_q + qblk - 1) / qblk};
+                 .n_qb = (n_q + qblk - 1) / qblk, .row = attend_row};
+    if (tq_cpu_isa() >= TQ_ISA_AVX512 && c->head_dim % 16 == 0)
+        j.row = tq_attn_row_avx512;
     tq_pool_run(nth > 1 ? pool : NULL, att_task, &j);
 }
 
