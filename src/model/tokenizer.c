@@ -562,8 +562,47 @@ typedef struct enc {
     pcre2_match_data *md[TOK_MAX_RE];
     char *buf; /* SPM escaped text / NFC output */
     size_t buf_cap;
+    /* Cache of merged pieces for this call (long texts repeat most words): open addressing,
+     * slots hold (hash, bytes, ids) in two fixed arenas; full arenas just stop caching. */
+    struct pc_ent {
+        uint64_t h;
+        uint32_t boff, blen; /* piece bytes in pc_bytes; blen 0 = empty slot */
+        uint32_t ioff, in;   /* its ids in pc_ids */
+    } * pc;
+    uint32_t pc_mask;
+    char *pc_bytes;
+    uint32_t pc_bytes_n, pc_bytes_cap;
+    int32_t *pc_ids;
+    uint32_t pc_ids_n, pc_ids_cap;
     tq_status st;
 } enc;
+
+enum { PC_MAX_PIECE = 64, PC_PROBES = 8 };
+
+/* pc_init() -- size the piece cache from the text length (none for short texts). */
+static void pc_init(enc *e, size_t len)
+{
+    uint32_t entries = 256;
+    if (e->t->kind != TOK_BPE || len < 1024)
+        return;
+    while (entries < 16384 && entries < len / 8)
+        entries *= 2;
+    e->pc = tq_calloc(entries, sizeof(*e->pc));
+    e->pc_bytes = tq_malloc((size_t)entries * 12);
+    e->pc_ids = tq_malloc((size_t)entries * 3 * sizeof(int32_t));
+    if (!e->pc || !e->pc_bytes || !e->pc_ids) { /* no cache, no failure */
+        tq_free(e->pc);
+        tq_free(e->pc_bytes);
+        tq_free(e->pc_ids);
+        e->pc = NULL;
+        e->pc_bytes = NULL;
+        e->pc_ids = NULL;
+        return;
+    }
+    e->pc_mask = entries - 1;
+    e->pc_bytes_cap = entries * 12;
+    e->pc_ids_cap = entries * 3;
+}
 
 static inline void emit(enc *e, int32_t id)
 {
@@ -658,6 +697,8 @@ static void bpe_push_pair(enc *e, int32_t l)
 static void bpe_piece(enc *e, const unsigned char *s, size_t n)
 {
     const tq_tokenizer *t = e->t;
+    uint64_t h = 0;
+    struct pc_ent *slot = NULL;
     if (n == 1) {
         emit(e, t->byte_id[s[0]]);
         return;
@@ -667,6 +708,21 @@ static void bpe_piece(enc *e, const unsigned char *s, size_t n)
         if (id >= 0 && t->type[id] == TOKT_NORMAL) {
             emit(e, id);
             return;
+        }
+    }
+    if (e->pc && n <= PC_MAX_PIECE) {
+        h = hash_bytes((const char *)s, n);
+        for (uint32_t k = 0; k < PC_PROBES; k++) {
+            struct pc_ent *c = &e->pc[(h + k) & e->pc_mask];
+            if (!c->blen) {
+                slot = c;
+                break;
+            }
+            if (c->h == h && c->blen == n && !memcmp(e->pc_bytes + c->boff, s, n)) {
+                for (uint32_t i = 0; i < c->in; i++)
+                    emit(e, e->pc_ids[c->ioff + i]);
+                return;
+            }
         }
     }
     if (!reserve(e, n))
@@ -680,11 +736,11 @@ static void bpe_piece(enc *e, const unsigned char *s, size_t n)
     for (size_t i = 0; i + 1 < n; i++)
         bpe_push_pair(e, (int32_t)i);
     while (e->hn) {
-        heap_ent h = heap_pop(e);
-        int32_t l = h.pos, r = e->next[l], merged;
-        if (e->sid[l] != h.a || r < 0 || e->sid[r] != h.b)
+        heap_ent hp = heap_pop(e);
+        int32_t l = hp.pos, r = e->next[l], merged;
+        if (e->sid[l] != hp.a || r < 0 || e->sid[r] != hp.b)
             continue; /* stale: one side changed since the pair was queued */
-        if (pair_find(t, h.a, h.b, &merged) < 0)
+        if (pair_find(t, hp.a, hp.b, &merged) < 0)
             continue;
         e->sid[l] = merged;
         e->sid[r] = -2; /* dead */
@@ -694,6 +750,19 @@ static void bpe_piece(enc *e, const unsigned char *s, size_t n)
         if (e->prev[l] >= 0)
             bpe_push_pair(e, e->prev[l]);
         bpe_push_pair(e, l);
+    }
+    if (slot && e->pc_bytes_n + n <= e->pc_bytes_cap && e->pc_ids_n + n <= e->pc_ids_cap) {
+        slot->h = h;
+        slot->boff = e->pc_bytes_n;
+        slot->blen = (uint32_t)n;
+        slot->ioff = e->pc_ids_n;
+        slot->in = 0;
+        memcpy(e->pc_bytes + e->pc_bytes_n, s, n);
+        e->pc_bytes_n += (uint32_t)n;
+        for (int32_t i = 0; i >= 0; i = e->next[i])
+            if (e->sid[i] >= 0)
+                e->pc_ids[e->pc_ids_n + slot->in++] = e->sid[i];
+        e->pc_ids_n += slot->in;
     }
     for (int32_t i = 0; i >= 0; i = e->next[i])
         emit(e, e->sid[i]);
@@ -930,6 +999,7 @@ tq_status tq_tokenizer_encode(const tq_tokenizer *t, const char *text, size_t le
             e.st = TQ_FAIL(TQ_E_NOMEM, "tokenizer: out of memory");
             goto out;
         }
+    pc_init(&e, len);
     if ((flags & TQ_TOK_ADD_BOS) || ((flags & TQ_TOK_ADD_BOS_AUTO) && tq_tokenizer_add_bos(t)))
         emit(&e, t->bos);
     while (pos < len && !e.st) {
@@ -965,6 +1035,9 @@ out:
     tq_free(e.next);
     tq_free(e.heap);
     tq_free(e.buf);
+    tq_free(e.pc);
+    tq_free(e.pc_bytes);
+    tq_free(e.pc_ids);
     if (e.st)
         return e.st;
     *n_out = e.n;
