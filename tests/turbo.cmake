@@ -2,3 +2,4 @@
 # src/model/kvsnap.c, src/model/eval.c).
 tq_test(test_turbo_attn LABELS fast)
 tq_test(test_turbo_snap LABELS fast)
+tq_test(test_turbo_model LABELS model)
