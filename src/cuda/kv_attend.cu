@@ -22,6 +22,9 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include <atomic>
+#include <mutex>
+
 #include "cuda/kv_cuda.cuh"
 
 #pragma nv_diag_suppress 177 // trait members unused by some instantiations
@@ -784,10 +787,12 @@ __global__ void __launch_bounds__(D) reduce_kernel(tqc_attend_args a, int n_rb, 
     a.out[(((int64_t)b * a.n_q + qi) * a.n_heads + head) * D + dd] = o;
 }
 
+std::mutex g_tables_mu; // first use may come from several threads
 bool g_tables_ready = false;
 
 tq_status init_tables(void)
 {
+    std::lock_guard<std::mutex> lock(g_tables_mu);
     if (g_tables_ready)
         return TQ_OK;
     float signs[64 + 128 + 256], fs[3], cent[4 + 8 + 16 + 32 + 256];
@@ -823,8 +828,8 @@ template <int D, int FAM, int KB, int VB>
 int occupancy()
 {
     using T = Tr<D, FAM, KB, VB>;
-    static int occ = 0;
-    if (!occ) {
+    static std::atomic<int> occ{0};
+    if (!occ.load()) {
         auto kern = attend_kernel<D, FAM, KB, VB>;
         int n = 0;
         if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, T::SMEM) != cudaSuccess ||
@@ -832,9 +837,9 @@ int occupancy()
             cudaGetLastError();
             return 1;
         }
-        occ = n;
+        occ.store(n);
     }
-    return occ;
+    return occ.load();
 }
 
 template <int D, int FAM, int KB, int VB>
@@ -928,10 +933,14 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
     if (ns <= 0) {
         // One full wave: resident blocks per SM x SMs, divided over (batch, kv head, row block);
         // at least NW tiles per block.
-        static int sms = 0;
-        if (!sms && (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1)) {
-            cudaGetLastError();
-            sms = 132;
+        static std::atomic<int> sms_cache{0};
+        int sms = sms_cache.load();
+        if (!sms) {
+            if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1) {
+                cudaGetLastError();
+                sms = 132;
+            }
+            sms_cache.store(sms);
         }
         const int ds = dslot(g->d);
         const int64_t slots = (int64_t)sms * (e && ds >= 0 ? e->occ[ds]() : 2);

@@ -92,8 +92,14 @@ extern "C" tq_status tq_cuda_kv_create(tq_kv_scheme s, int head_dim, int n_kv_he
     c->batch = batch;
     c->max_tokens = max_tokens;
     c->cap = (max_tokens + 63) / 64 * 64;
-    const size_t rows = (size_t)batch * (size_t)n_kv_heads * (size_t)c->cap;
-    const size_t kbytes = rows * c->g.k_row + 256, vbytes = rows * c->g.v_row + 256;
+    size_t rows, kbytes, vbytes;
+    if (__builtin_mul_overflow((size_t)batch * (size_t)n_kv_heads, (size_t)c->cap, &rows) ||
+        __builtin_mul_overflow(rows, c->g.k_row, &kbytes) || __builtin_mul_overflow(rows, c->g.v_row, &vbytes) ||
+        __builtin_add_overflow(kbytes, (size_t)256, &kbytes) || __builtin_add_overflow(vbytes, (size_t)256, &vbytes)) {
+        tq_free(c);
+        return TQC_FAIL(TQ_E_OVERFLOW, "tq_cuda_kv_create: cache size overflows (batch %d x %d heads x %lld tokens)",
+                        batch, n_kv_heads, (long long)max_tokens);
+    }
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaMalloc(&c->k, kbytes);

@@ -8,6 +8,9 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include <atomic>
+#include <mutex>
+
 #include "cuda/kv_cuda.cuh"
 
 namespace {
@@ -314,10 +317,12 @@ __global__ void random_normal(float *dst, int64_t n, uint64_t seed)
     }
 }
 
+std::mutex g_tables_mu; // first use may come from several threads
 bool g_tables_ready = false;
 
 tq_status init_tables(void)
 {
+    std::lock_guard<std::mutex> lock(g_tables_mu);
     if (g_tables_ready)
         return TQ_OK;
     float signs[64 + 128 + 256 + 512], bounds[3 + 7 + 15 + 31 + 255], fs[4];
