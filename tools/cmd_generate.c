@@ -281,7 +281,7 @@ void gen_print_stats(const tq_gen_stats *st)
     fprintf(stderr, "[prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | stop: %s]\n",
             (long long)st->n_prompt, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0,
             (long long)st->n_gen,
-            st->decode_s > 0 ? (st->n_decode > 0 ? st->n_decode : st->n_gen) / st->decode_s : 0.0,
+            st->decode_s > 0 ? st->n_gen / st->decode_s : 0.0,
             (unsigned)st->stop < 5 ? why[st->stop] : "?");
 }
 
