@@ -22,7 +22,8 @@ static void usage(FILE *f)
             "  --n-q       query tokens per sequence (default 1; > 1 = speculative verification)\n"
             "  --reps      timed calls per point, median reported (default 20)\n"
             "  --splits    force the number of context splits (default 0 = automatic)\n"
-            "  --csv FILE  also write the rows as CSV\n");
+            "  --csv FILE  also write the rows as CSV\n"
+            "  --quick     a few seconds: bf16 and turbo:k8v3 at ctx 4096,32768, batch 1, 5 calls\n");
 }
 
 static int parse_list(const char *cmd, const char *flag, const char *s, long *out, int cap)
@@ -73,6 +74,15 @@ int cmd_kv_bench_cuda(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--cuda"))
             continue;
+        if (!strcmp(a, "--quick")) {
+            schemes = "bf16,turbo:k8v3";
+            ctxs[0] = 4096;
+            ctxs[1] = 32768;
+            n_ctx = 2;
+            n_b = 1;
+            reps = 5;
+            continue;
+        }
         if (!v) {
             cli_error(cmd, TQ_OK, "unknown or incomplete option '%s' (see --help)", a);
             return 2;
