@@ -175,6 +175,32 @@ int main(int argc, char **argv)
         tq_free(K);
         tq_free(V);
     }
+    /* prefill through OpenBLAS (forced): identical bytes for 1, 2 and 3 threads */
+    setenv("TQ_GEMM", "openblas", 1);
+    tq_mm gm;
+    CHECK(tq_mm_select(TQ_DTYPE_F32, &gm) == TQ_OK, "select");
+    unsetenv("TQ_GEMM");
+    if (gm.gemm_min_n <= 9 || gm.gemm != gm.fn) {
+        const int64_t m = 61, k = 577, n = 20;
+        fill_w(&rng, TQ_DTYPE_F32, w, m * k);
+        float *xx = tq_malloc((size_t)(n * k) * 4);
+        float *y1 = tq_malloc((size_t)(n * m) * 4), *y2 = tq_malloc((size_t)(n * m) * 4);
+        for (int64_t i = 0; i < n * k; i++)
+            xx[i] = tq_rng_uniform(&rng) * 2.0f - 1.0f;
+        tq_mm_run(&gm, NULL, w, m, k, xx, NULL, k, n, y1, m);
+        for (int th = 2; th <= 3; th++) {
+            tq_pool *pool = NULL;
+            CHECK(tq_pool_create(th, &pool) == TQ_OK, "pool");
+            tq_mm_run(&gm, pool, w, m, k, xx, NULL, k, n, y2, m);
+            CHECK_MEMEQ(y1, y2, sizeof(float) * (size_t)(n * m), "%s threads=%d",
+                        gm.gemm_name, th);
+            tq_pool_free(pool);
+        }
+        printf("prefill gemm %s: thread invariance checked\n", gm.gemm_name);
+        tq_free(xx);
+        tq_free(y1);
+        tq_free(y2);
+    }
     tq_mm bad;
     CHECK(tq_mm_select((tq_dtype)9, &bad) == TQ_E_UNSUPPORTED, "bad dtype refused");
     tq_free(w);

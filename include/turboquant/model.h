@@ -67,7 +67,9 @@ typedef struct tq_model_info {
     tq_dtype weight_type;   /* storage of the big matrices                                */
     size_t weight_bytes;    /* bytes of all weights as held in memory                     */
     int n_threads;          /* threads of the pool the model runs on                      */
-    const char *kernel;     /* matvec kernel chosen for weight_type ("avx512bf16", ...)   */
+    const char *kernel;     /* matvec kernel chosen for weight_type ("avx512", ...)       */
+    const char *gemm_kernel;/* kernel for products of >= 16 tokens (prefill): kernel or
+                             * "openblas" (f32 weights, see src/cpu/matvec.h)             */
 } tq_model_info;
 
 /* tq_model_get_info() -- describe the model into *out. */

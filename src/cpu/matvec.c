@@ -97,6 +97,19 @@ static const tq_mm_kernels blas_table = {
 };
 #endif
 
+/* 1 if OpenBLAS runs a core with AVX2/AVX-512 kernels (not its generic fallback) */
+static int blas_core_fast(void)
+{
+#ifdef TQ_HAVE_OPENBLAS
+    static const char *fast[] = {"Haswell", "Skylake", "Cooperlake", "Sapphire", "Zen"};
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; core && i < sizeof(fast) / sizeof(fast[0]); i++)
+        if (strstr(core, fast[i]))
+            return 1;
+#endif
+    return 0;
+}
+
 const tq_mm_kernels *tq_mm_openblas(void)
 {
 #ifdef TQ_HAVE_OPENBLAS
@@ -150,6 +163,17 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
     out->name = t->name;
     out->needs_xb = t->needs_xb;
     out->wtype = wt;
+    out->gemm = out->fn;
+    out->gemm_name = out->name;
+    out->gemm_min_n = INT64_MAX;
+    const char *g = getenv("TQ_GEMM");
+    const int force_own = g && !strcmp(g, "own"), force_blas = g && !strcmp(g, "openblas");
+    if (wt == TQ_DTYPE_F32 && tq_mm_openblas() && isa >= TQ_ISA_AVX2 && !force_own &&
+        (force_blas || blas_core_fast()) && !out->needs_xb) {
+        out->gemm = tq_mm_openblas()->mm[wt];
+        out->gemm_name = tq_mm_openblas()->name;
+        out->gemm_min_n = 16;
+    }
     return TQ_OK;
 }
 
@@ -166,7 +190,7 @@ void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *
 }
 
 typedef struct mm_multi_job {
-    const tq_mm *mm;
+    tq_mm_fn fn;
     const tq_mm_out *outs;
     int n_out;
     int64_t k, ldx, n;
@@ -186,15 +210,16 @@ static void mm_multi_task(void *ctx, int ith, int nth)
         if (r1 > q->m)
             r1 = q->m;
         if (r0 < r1)
-            j->mm->fn(q->w, j->k, j->x, j->xb, j->ldx, j->n, q->y, q->ldy, r0, r1);
+            j->fn(q->w, j->k, j->x, j->xb, j->ldx, j->n, q->y, q->ldy, r0, r1);
     }
 }
 
 void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int n_out, int64_t k,
                      const float *x, const uint16_t *xb, int64_t ldx, int64_t n)
 {
-    mm_multi_job j = {.mm = mm, .outs = outs, .n_out = n_out, .k = k, .ldx = ldx, .n = n,
-                      .x = x, .xb = mm->needs_xb ? xb : NULL};
+    mm_multi_job j = {.fn = n >= mm->gemm_min_n ? mm->gemm : mm->fn, .outs = outs,
+                      .n_out = n_out, .k = k, .ldx = ldx, .n = n, .x = x,
+                      .xb = mm->needs_xb ? xb : NULL};
     int64_t work = 0;
     for (int o = 0; o < n_out; o++)
         work += outs[o].m * k * n;
@@ -205,7 +230,7 @@ void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int 
 }
 
 typedef struct mm_job {
-    const tq_mm *mm;
+    tq_mm_fn fn;
     const void *w;
     int64_t m, k, ldx, n, ldy;
     const float *x;
@@ -224,14 +249,14 @@ static void mm_task(void *ctx, int ith, int nth)
     if (r1 > j->m)
         r1 = j->m;
     if (r0 < r1)
-        j->mm->fn(j->w, j->k, j->x, j->xb, j->ldx, j->n, j->y, j->ldy, r0, r1);
+        j->fn(j->w, j->k, j->x, j->xb, j->ldx, j->n, j->y, j->ldy, r0, r1);
 }
 
 void tq_mm_run(const tq_mm *mm, tq_pool *pool, const void *w, int64_t m, int64_t k,
                const float *x, const uint16_t *xb, int64_t ldx, int64_t n, float *y, int64_t ldy)
 {
-    mm_job j = {.mm = mm, .w = w, .m = m, .k = k, .ldx = ldx, .n = n, .ldy = ldy, .x = x,
-                .xb = mm->needs_xb ? xb : NULL, .y = y};
+    mm_job j = {.fn = n >= mm->gemm_min_n ? mm->gemm : mm->fn, .w = w, .m = m, .k = k,
+                .ldx = ldx, .n = n, .ldy = ldy, .x = x, .xb = mm->needs_xb ? xb : NULL, .y = y};
     if (m * k * n < 16384 || tq_pool_size(pool) == 1)
         mm_task(&j, 0, 1);
     else

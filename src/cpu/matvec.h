@@ -40,16 +40,22 @@ int tq_mm_all(const tq_mm_kernels **out, int cap);
 
 /* A chosen kernel for one weight dtype. */
 typedef struct tq_mm {
-    tq_mm_fn fn;
+    tq_mm_fn fn;          /* every n (decode), and n < gemm_min_n                       */
     const char *name;
-    int needs_xb;
+    int needs_xb;         /* fn reads the bf16 copy of x                                */
     tq_dtype wtype;
+    tq_mm_fn gemm;        /* n >= gemm_min_n (prefill); == fn unless OpenBLAS is chosen */
+    const char *gemm_name;
+    int64_t gemm_min_n;
 } tq_mm;
 
 /* tq_mm_select() -- the kernel for weight dtype wt on this CPU, honouring TQ_CPU (scalar, avx2,
  * avx512). The bf16-activation kernel (avx512bf16) is taken for bf16 weights only when
- * TQ_MATVEC=avx512bf16 is set (it rounds activations to bf16). Returns TQ_E_UNSUPPORTED for an
- * invalid dtype. */
+ * TQ_MATVEC=avx512bf16 is set (it rounds activations to bf16). For f32 weights and n >= 16
+ * tokens, OpenBLAS sgemm is taken when its runtime core has AVX2/AVX-512 kernels (measured 1.7x
+ * our kernel with OPENBLAS_CORETYPE=SkylakeX; its generic "Prescott" fallback, which it picks on
+ * CPUs it does not know, is 2.4x slower than ours and is not used). TQ_GEMM=own|openblas
+ * overrides. Returns TQ_E_UNSUPPORTED for an invalid dtype. */
 tq_status tq_mm_select(tq_dtype wt, tq_mm *out);
 
 /* A product over a thread pool: y(n, m) = x(n, k) * W(m, k)^T. xb may be NULL unless

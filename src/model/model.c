@@ -315,10 +315,12 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
     in->weight_bytes = m->weight_bytes;
     in->n_threads = tq_pool_size(m->pool);
     in->kernel = m->mm.name;
+    in->gemm_kernel = m->mm.gemm_name;
     tq_weights_free(src);
-    tq_log(TQ_LOG_INFO, "%s: %s, %d layers, %s weights (%.1f MiB), kernel %s, loaded in %.2f s",
-           path, in->arch_name, c->n_layers, tq_dtype_name(wt),
-           (double)m->weight_bytes / 1048576.0, m->mm.name, (double)(tq_now_ns() - t0) * 1e-9);
+    tq_log(TQ_LOG_INFO, "%s: %s, %d layers, %s weights (%.1f MiB), kernels %s / %s (prefill), "
+           "loaded in %.2f s", path, in->arch_name, c->n_layers, tq_dtype_name(wt),
+           (double)m->weight_bytes / 1048576.0, m->mm.name, m->mm.gemm_name,
+           (double)(tq_now_ns() - t0) * 1e-9);
     *out = m;
     return TQ_OK;
 fail:
