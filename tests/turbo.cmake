@@ -3,3 +3,4 @@
 tq_test(test_turbo_attn LABELS fast)
 tq_test(test_turbo_snap LABELS fast)
 tq_test(test_turbo_model LABELS model)
+tq_test(test_turbo_bench LABELS slow)

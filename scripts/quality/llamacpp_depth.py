@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""llamacpp_depth.py -- llama.cpp decode tok/s at 1k, 4k and 8k tokens of context with an F16
+and a Q8_0 KV cache (llama-cpp-python, built from source), SmolLM2-135M-Instruct Q4_1 GGUF,
+2 threads; the peer of tests/test_turbo_bench.c in docs/results.md.
+
+For each KV type: one context of 8192 + 64 tokens; real text is prefilled up to each depth
+(1024, then on to 4096, then 8192), and STEPS single-token decode steps are timed there
+(median of ROUNDS rounds; the decoded tokens are removed again before the next prefill).
+flash_attn is on for both (llama.cpp needs it for a quantized V cache).
+usage: python3 scripts/quality/llamacpp_depth.py [--steps 8] [--rounds 3] [--json OUT]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import llama_cpp
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
+ap.add_argument("--steps", type=int, default=8)
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--json")
+a = ap.parse_args()
+DEPTHS = [1024, 4096, 8192]
+txt = open("/work/shared/assets/corpora/wikitext-2-raw-test.txt", encoding="utf-8").read(400000)
+res = []
+for name, ty in (("f16", llama_cpp.GGML_TYPE_F16), ("q8_0", llama_cpp.GGML_TYPE_Q8_0)):
+    llm = llama_cpp.Llama(model_path=a.model, n_ctx=8192 + 64, n_batch=512, n_ubatch=512,
+                          n_threads=a.threads, n_threads_batch=a.threads, type_k=ty, type_v=ty,
+                          flash_attn=True, verbose=False)
+    toks = llm.tokenize(txt.encode(), add_bos=False, special=False)[:8192]
+    n = 0
+    for d in DEPTHS:
+        t0 = time.time()
+        llm.eval(toks[n:d])
+        n = d
+        pre = time.time() - t0
+        rates = []
+        for r in range(a.rounds):
+            t0 = time.time()
+            for s in range(a.steps):
+                llm.eval([1000 + (s * 7 + r) % 20000])
+            rates.append(a.steps / (time.time() - t0))
+            llm._ctx.kv_cache_seq_rm(-1, d, -1) if hasattr(llm, "_ctx") else None
+            llm.n_tokens = d
+        row = {"kv": name, "depth": d, "tok_s": statistics.median(rates), "prefill_s": pre}
+        print(json.dumps(row), flush=True)
+        res.append(row)
+    del llm
+if a.json:
+    json.dump(res, open(a.json, "w"), indent=1)
