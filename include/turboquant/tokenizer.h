@@ -4,9 +4,11 @@
  * - byte-level BPE ("gpt2" style: GPT-2, SmolLM2, Qwen2/3, Llama 3), from a Hugging Face
  *   tokenizer.json or from GGUF metadata (tokenizer.ggml.model = "gpt2"). Text is split by the
  *   model's pre-tokenizer regexes (PCRE2, UTF + UCP), every piece is mapped byte by byte to the
- *   256 byte symbols and merged by merge rank. Every byte string has an encoding, so
- *   decode(encode(text)) == text for ANY bytes, invalid UTF-8 included (an invalid byte becomes
- *   a piece of its own and is never fed to the regex).
+ *   256 byte symbols and merged by merge rank. An invalid UTF-8 byte becomes a piece of its own
+ *   and is never fed to the regex, so decode(encode(text)) == text for ANY bytes when the
+ *   vocabulary holds all 256 byte tokens (Llama 3, Qwen; with Qwen's NFC normalizer the valid
+ *   UTF-8 runs come back in NFC form). SmolLM2 lacks 21 bytes that cannot occur in valid
+ *   UTF-8; like llama.cpp, such bytes are dropped.
  * - SentencePiece-style BPE (GGUF tokenizer.ggml.model = "llama": Llama 2, Gemma): spaces become
  *   U+2581, symbols are merged by score, characters missing from the vocabulary fall back to
  *   <0xXX> byte tokens.
@@ -16,8 +18,9 @@
  * Hugging Face tokenizers and llama.cpp.
  *
  * A tokenizer is immutable after creation and may be used from several threads at once. Encoding
- * allocates a few work buffers per call (sized from the input, grown by doubling only when a
- * single pre-token is longer than any before); never per token.
+ * allocates a fixed number of work buffers per call (regex match data, a cache of merged pieces
+ * sized from the text length, symbol arrays grown by doubling only when a pre-token is longer
+ * than any before); never per token.
  */
 #ifndef TURBOQUANT_TOKENIZER_H
 #define TURBOQUANT_TOKENIZER_H
@@ -96,8 +99,8 @@ TQ_API tq_status tq_tokenizer_encode(const tq_tokenizer *t, const char *text, si
 /* tq_tokenizer_decode() -- concatenate the pieces of ids[0..n) into dst[0..cap) (not
  * NUL-terminated; the bytes may end inside a UTF-8 character). *n_out gets the byte count; if cap
  * is too small, TQ_E_OVERFLOW with *n_out = bytes needed. TQ_E_ARG for an id out of range.
- * For SentencePiece models the space that TQ_TOK_ADD_BOS-style encoding put in front of the text
- * (add_space_prefix) is removed when ids[0] begins with it, like Hugging Face's decoder. */
+ * For SentencePiece models with add_space_prefix, the leading space of the first (non-control)
+ * token is removed, as llama.cpp and Hugging Face do. */
 TQ_API tq_status tq_tokenizer_decode(const tq_tokenizer *t, const int32_t *ids, int64_t n,
                                      unsigned flags, char *dst, size_t cap, size_t *n_out);
 
