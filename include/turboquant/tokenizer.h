@@ -152,7 +152,9 @@ TQ_API tq_status tq_chat_detect(const tq_tokenizer *t, tq_chat_format *out);
  * strips each content like Jinja's `trim` (ASCII whitespace), and a Llama 3 template that adds
  * the assistant header unconditionally gets it whatever add_generation_prompt says; SmolLM2's
  * default system prompt is taken from its template when the first message is not a system one.
- * Not rendered: tools, and Qwen3's <think> handling of assistant turns (plain ChatML is used).
+ * Qwen3 (a template using reasoning_content): assistant turns lose their <think> part before the
+ * last user query and keep it, rewritten, after it; "tool" messages become <tool_response>
+ * blocks. Not rendered: tool definitions (tools=) and enable_thinking.
  * Encode the result with TQ_TOK_PARSE_SPECIAL and without BOS flags. */
 TQ_API tq_status tq_chat_render(const tq_tokenizer *t, tq_chat_format fmt, const tq_chat_msg *msgs,
                                 int64_t n, int add_generation_prompt, char *dst, size_t cap,

@@ -102,6 +102,10 @@ CHATS = [
     [("user", "  padded content with spaces \n\n")],
     [("user", "Emoji \U0001F600 and CJK \u6f22\u5b57 and a <tag>")],
     [("user", "first"), ("assistant", "second"), ("user", "third")],
+    [("user", "q1"), ("assistant", "<think>\nreason A\n</think>\n\nanswer A"), ("user", "q2")],
+    [("user", "q"), ("assistant", "<think>\nR\n\n</think>\n\n\nfinal")],
+    [("user", "q"), ("assistant", "plain answer")],
+    [("user", "call it"), ("assistant", "calling"), ("tool", "42"), ("tool", "43")],
 ]
 
 

@@ -103,6 +103,103 @@ static bool ws(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/* ---- Qwen3: ChatML plus <think> handling of assistant turns and tool responses ------------ */
+typedef struct span {
+    const char *p;
+    size_t n;
+} span;
+
+static span lstrip_nl(span x)
+{
+    while (x.n && *x.p == '\n') {
+        x.p++;
+        x.n--;
+    }
+    return x;
+}
+
+static span rstrip_nl(span x)
+{
+    while (x.n && x.p[x.n - 1] == '\n')
+        x.n--;
+    return x;
+}
+
+/* find() -- first (last = 0) or last (last = 1) occurrence of needle in x, or NULL. */
+static const char *find(span x, const char *needle, int last)
+{
+    const size_t k = strlen(needle);
+    const char *hit = NULL;
+    for (size_t i = 0; i + k <= x.n; i++)
+        if (!memcmp(x.p + i, needle, k)) {
+            hit = x.p + i;
+            if (!last)
+                break;
+        }
+    return hit;
+}
+
+static bool is_tool_response(const char *c)
+{
+    size_t n = strlen(c);
+    return n >= 15 && !strncmp(c, "<tool_response>", 15) && n >= 16 &&
+           !strcmp(c + n - 16, "</tool_response>");
+}
+
+/* render_qwen3() -- what Qwen3's template does without tools: assistant turns lose the
+ * <think>...</think> part, except after the last user query, where it is kept (rewritten as
+ * "<think>\nR\n</think>\n\n") for the last message or when non-empty; "tool" messages are
+ * grouped into one user turn of <tool_response> blocks. */
+static void render_qwen3(out_buf *o, const tq_chat_msg *msgs, int64_t n)
+{
+    int64_t last_query = n - 1;
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (!strcmp(msgs[i].role, "user") && !is_tool_response(msgs[i].content)) {
+            last_query = i;
+            break;
+        }
+    for (int64_t i = 0; i < n; i++) {
+        const char *role = msgs[i].role;
+        span c = {msgs[i].content, strlen(msgs[i].content)}, r = {"", 0};
+        if (!strcmp(role, "assistant")) {
+            const char *end = find(c, "</think>", 0);
+            if (end) {
+                span before = rstrip_nl((span){c.p, (size_t)(end - c.p)});
+                const char *open = find(before, "<think>", 1);
+                const char *last_end = find(c, "</think>", 1);
+                if (open)
+                    before = (span){open + 7, before.n - (size_t)(open + 7 - before.p)};
+                r = lstrip_nl(before);
+                c = lstrip_nl((span){last_end + 8, c.n - (size_t)(last_end + 8 - c.p)});
+            }
+            puts_(o, "<|im_start|>assistant\n");
+            if (i > last_query && (i == n - 1 || r.n)) {
+                r = rstrip_nl(lstrip_nl(r));
+                puts_(o, "<think>\n");
+                put(o, r.p, r.n);
+                puts_(o, "\n</think>\n\n");
+                c = lstrip_nl(c);
+            }
+            put(o, c.p, c.n);
+            puts_(o, "<|im_end|>\n");
+        } else if (!strcmp(role, "tool")) {
+            if (i == 0 || strcmp(msgs[i - 1].role, "tool"))
+                puts_(o, "<|im_start|>user");
+            puts_(o, "\n<tool_response>\n");
+            put(o, c.p, c.n);
+            puts_(o, "\n</tool_response>");
+            if (i == n - 1 || strcmp(msgs[i + 1].role, "tool"))
+                puts_(o, "<|im_end|>\n");
+        } else {
+            puts_(o, "<|im_start|>");
+            puts_(o, role);
+            puts_(o, "\n");
+            put(o, c.p, c.n);
+            puts_(o, "<|im_end|>\n");
+        }
+    }
+}
+
 tq_status tq_chat_render(const tq_tokenizer *t, tq_chat_format fmt, const tq_chat_msg *msgs,
                          int64_t n, int add_generation_prompt, char *dst, size_t cap, size_t *n_out)
 {
@@ -133,13 +230,16 @@ tq_status tq_chat_render(const tq_tokenizer *t, tq_chat_format fmt, const tq_cha
             }
             puts_(&o, "<|im_end|>\n");
         }
-        for (int64_t i = 0; i < n; i++) {
-            puts_(&o, "<|im_start|>");
-            puts_(&o, msgs[i].role);
-            puts_(&o, "\n");
-            puts_(&o, msgs[i].content);
-            puts_(&o, "<|im_end|>\n");
-        }
+        if (t && strstr(tq_tokenizer_chat_template(t), "reasoning_content"))
+            render_qwen3(&o, msgs, n);
+        else
+            for (int64_t i = 0; i < n; i++) {
+                puts_(&o, "<|im_start|>");
+                puts_(&o, msgs[i].role);
+                puts_(&o, "\n");
+                puts_(&o, msgs[i].content);
+                puts_(&o, "<|im_end|>\n");
+            }
         if (add_generation_prompt)
             puts_(&o, "<|im_start|>assistant\n");
     } else if (fmt == TQ_CHAT_LLAMA3) {
