@@ -5,7 +5,8 @@
  * Shapes here are outermost first like everywhere in turboquant. GGUF stores dimensions the other
  * way round (ggml's ne[0] is the contiguous one); tq_gguf_tensor_info carries both, named apart.
  * Every reader maps the file read-only; pointers into a file stay valid until its handle is freed.
- * Handles are safe to read from several threads at once; nothing here allocates after open. */
+ * Handles are safe to read from several threads at once; after open, only tq_weights_read() (f16/bf16
+ * output of GGUF tensors) and the safetensors writer allocate. */
 #ifndef TURBOQUANT_IO_H
 #define TURBOQUANT_IO_H
 #ifdef __cplusplus
