@@ -122,6 +122,27 @@ int main(int argc, char **argv)
     run_case("turbo:k4v2+rk+e8", 64, 6, 3, 3, 20, 10, pool2, &r, 1);
     run_case("turbo", 64, 9, 3, 1, 40, 20, pool2, &r, 1);         /* constant key blocks */
 
+    /* the ISA's V-row decode to the rotated domain == the scalar spec, every width */
+    {
+        const tq_attn_kernels *ak = tq_attn_kernels_pick();
+        int diff = 0;
+        static const int vbs[] = {2, 3, 4, 5, 8};
+        for (int b = 0; b < 5; b++)
+            for (int dd = 64; dd <= 512; dd *= 2) {
+                float x[512], y0[512], y1[512];
+                uint8_t row[600];
+                for (int e = 0; e < dd; e++)
+                    x[e] = tq_rng_normal(&r);
+                tq_kv_scheme s = {.kind = TQ_KV_TURBO, .k_bits = 8, .v_bits = vbs[b]};
+                tq_kv_encode_v(s, dd, TQ_DTYPE_F32, x, 1, row, sizeof row, NULL);
+                tq_attn_dec_v_rot_scalar(row, dd, vbs[b], y0);
+                ak->dec_v_rot(row, dd, vbs[b], y1);
+                diff += memcmp(y0, y1, (size_t)dd * sizeof(float)) != 0;
+            }
+        CHECK(diff == 0, "dec_v_rot (%s) == scalar: %d rows differ",
+              ak == &tq_attn_kernels_avx512 ? "avx512" : "scalar", diff);
+    }
+
     /* real packed bytes: SmolLM2 shape (30 layers, 3 kv heads, hd 64) */
     {
         tq_kv_scheme s;

@@ -54,20 +54,11 @@ static void scal_scalar(float a, float *y, int n)
         y[i] *= a;
 }
 
-static const tq_attn_kernels attn_scalar = {dot_scalar, axpy_scalar, scal_scalar};
 
-const tq_attn_kernels *tq_attn_kernels_pick(void)
-{
-#if defined(__x86_64__)
-    if (tq_cpu_isa() >= TQ_ISA_AVX512)
-        return &tq_attn_kernels_avx512;
-#endif
-    return &attn_scalar;
-}
 
 /* ---- V rows to the rotated domain --------------------------------------------------------- */
 
-static void dec_v_rotated(const uint8_t *row, int d, int vb, float *out)
+void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, float *out)
 {
     const float *C = tq_kv_centroids(vb);
     const uint8_t *sc = tq_kv_turbo_v_scales(row, d, vb);
@@ -82,6 +73,18 @@ static void dec_v_rotated(const uint8_t *row, int d, int vb, float *out)
         for (int j = 0; j < TQ_KV_GROUP; j++)
             o[j] = C[idx[j]] * s;
     }
+}
+
+static const tq_attn_kernels attn_scalar = {dot_scalar, axpy_scalar, scal_scalar,
+                                             tq_attn_dec_v_rot_scalar};
+
+const tq_attn_kernels *tq_attn_kernels_pick(void)
+{
+#if defined(__x86_64__)
+    if (tq_cpu_isa() >= TQ_ISA_AVX512)
+        return &tq_attn_kernels_avx512;
+#endif
+    return &attn_scalar;
 }
 
 /* ---- the fused kernel ---------------------------------------------------------------------- */
@@ -125,7 +128,7 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
         if (s.kind == TQ_KV_TURBO) {
             j->kk->dec_k(K + (size_t)tb * kr, nk, hd, s.k_bits, kdec);
             for (int k = 0; k < nk; k++)
-                dec_v_rotated(V + (size_t)(tb + k) * vr, hd, s.v_bits, vdec + (size_t)k * hd);
+                j->ak->dec_v_rot(V + (size_t)(tb + k) * vr, hd, s.v_bits, vdec + (size_t)k * hd);
         } else { /* bf16 layer (sliding window): plain rows, no rotation */
             for (int k = 0; k < nk; k++)
                 for (int d = 0; d < hd; d++) {

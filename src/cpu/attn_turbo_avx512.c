@@ -1,7 +1,10 @@
 /* attn_turbo_avx512.c -- AVX-512 dot/axpy/scal of the fused TurboQuant attention
  * (attn_turbo.c has the scalar spec). head_dim is a multiple of 32, so no tails beyond 16. */
 #include <immintrin.h>
+#include <string.h>
 
+#include "core/half.h"
+#include "kv/kv_internal.h"
 #include "model/kvcache_turbo.h"
 
 static float dot512(const float *a, const float *b, int n)
@@ -40,4 +43,47 @@ static void scal512(float a, float *y, int n)
         y[i] *= a;
 }
 
-const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, axpy512, scal512};
+/* V row -> rotated domain. 8 indices of b bits fill exactly b bytes; two such chunks give 16
+ * lanes: broadcast each chunk as a u64, shift lane k right by k*b, mask, narrow to 32 bits, then
+ * look the centroid up with a permute (b <= 4: 16-entry table; b = 5: two tables; b = 8:
+ * gather). Same floats as tq_attn_dec_v_rot_scalar (C[idx] * scale, one rounding). */
+static void dec_v_rot512(const uint8_t *row, int d, int vb, float *out)
+{
+    const float *C = tq_kv_centroids(vb);
+    const uint8_t *sc = tq_kv_turbo_v_scales(row, d, vb);
+    float tab[32] = {0};
+    memcpy(tab, C, (vb >= 5 ? 32 : (1u << vb)) * sizeof(float));
+    const __m512 t0 = _mm512_loadu_ps(tab), t1 = _mm512_loadu_ps(tab + 16);
+    const __m512i shifts = _mm512_set_epi64(7 * vb, 6 * vb, 5 * vb, 4 * vb, 3 * vb, 2 * vb, vb, 0);
+    const __m512i mask = _mm512_set1_epi64((1ll << vb) - 1);
+    for (int g = 0; g < d / TQ_KV_GROUP; g++) {
+        const __m512 s = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(sc + 2 * g)));
+        for (int h = 0; h < 2; h++) {
+            __m512i idx;
+            if (vb == 8) {
+                idx = _mm512_cvtepu8_epi32(
+                    _mm_loadu_si128((const __m128i *)(const void *)(row + g * 32 + h * 16)));
+            } else {
+                uint64_t u0 = 0, u1 = 0;
+                const uint8_t *p = row + (size_t)g * 4 * vb + (size_t)h * 2 * vb;
+                memcpy(&u0, p, (size_t)vb);
+                memcpy(&u1, p + vb, (size_t)vb);
+                const __m256i a = _mm512_cvtepi64_epi32(
+                    _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)u0), shifts), mask));
+                const __m256i b = _mm512_cvtepi64_epi32(
+                    _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)u1), shifts), mask));
+                idx = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+            }
+            __m512 c;
+            if (vb <= 4)
+                c = _mm512_permutexvar_ps(idx, t0);
+            else if (vb == 5)
+                c = _mm512_permutex2var_ps(t0, idx, t1);
+            else
+                c = _mm512_i32gather_ps(idx, C, 4);
+            _mm512_storeu_ps(out + g * 32 + h * 16, _mm512_mul_ps(c, s));
+        }
+    }
+}
+
+const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, axpy512, scal512, dec_v_rot512};

@@ -74,7 +74,12 @@ typedef struct tq_attn_kernels {
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float a, const float *x, float *y, int n); /* y += a * x */
     void (*scal)(float a, float *y, int n);                 /* y *= a     */
+    /* one turbo V row to the rotated domain: out[j] = C[idx_j] * scale_h[j / 32] (exact; every
+     * ISA gives the same floats) */
+    void (*dec_v_rot)(const uint8_t *row, int d, int vb, float *out);
 } tq_attn_kernels;
+/* tq_attn_dec_v_rot_scalar() -- the scalar specification of dec_v_rot. */
+void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, float *out);
 const tq_attn_kernels *tq_attn_kernels_pick(void);
 extern const tq_attn_kernels tq_attn_kernels_avx512;
 
