@@ -93,7 +93,7 @@ static inline int64_t tq_tokenizer_encode_bound(size_t len)
 }
 /* tq_tokenizer_encode() -- tokenize text[0..len) (any bytes; NUL allowed) into ids[0..cap).
  * *n_out gets the number of tokens. If cap is too small, returns TQ_E_OVERFLOW with *n_out set
- * to the number needed (ids holds the first cap). Thread-safe. */
+ * to the number needed (ids holds the first cap). TQ_E_ARG above 1 GiB of text. Thread-safe. */
 TQ_API tq_status tq_tokenizer_encode(const tq_tokenizer *t, const char *text, size_t len,
                                      unsigned flags, int32_t *ids, int64_t cap, int64_t *n_out);
 /* tq_tokenizer_decode() -- concatenate the pieces of ids[0..n) into dst[0..cap) (not

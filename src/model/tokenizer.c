@@ -990,6 +990,9 @@ tq_status tq_tokenizer_encode(const tq_tokenizer *t, const char *text, size_t le
         *n_out = 0;
     if (!t || (!text && len) || (!ids && cap > 0) || cap < 0 || !n_out)
         return TQ_FAIL(TQ_E_ARG, "tq_tokenizer_encode: NULL tokenizer/text/ids/n_out or cap < 0");
+    if (len > (1u << 30))
+        return TQ_FAIL(TQ_E_ARG, "tq_tokenizer_encode: %zu bytes of text (limit 1 GiB per call)",
+                       len);
     memset(&e, 0, sizeof(e));
     e.t = t;
     e.ids = ids;
