@@ -29,6 +29,7 @@ int cmd_kv_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_kv_bench_cuda(int argc, char **argv); /* tq kv-bench --cuda (tools/cmd_kv_bench_cuda.c) */
+int cmd_bench_cuda(int argc, char **argv);    /* tq bench --cuda (tools/cmd_bench_cuda.c)       */
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
 /* prompt_cache() -- --load/--save-prompt-cache of tq generate (tools/prompt_cache.c): on return

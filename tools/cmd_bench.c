@@ -83,6 +83,9 @@ int cmd_bench(int argc, char **argv)
     int32_t *toks = NULL;
     float *logits = NULL;
 
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cuda"))
+            return cmd_bench_cuda(argc, argv); /* the GPU forward: tools/cmd_bench_cuda.c */
     if (cli_is_help(argc, argv)) {
         usage(stdout);
         return 0;

@@ -2,6 +2,9 @@
 # build.sh OUTDIR -- build the CUDA KV test and bench without CMake (the GPU machine's image may
 # lack json-c/pcre2 dev packages): core + kv + cpu/kv_* + cuda sources, gcc for C, nvcc for CUDA.
 # Produces OUTDIR/test_cuda_kv and OUTDIR/kv_bench_cuda. Arch: TQ_CUDA_ARCH (default 90a).
+# TQ_FULL=1: the whole library (io, model, cpu: the CPU engine too) and OUTDIR/bench_cuda
+# (`tq bench --cuda`) + OUTDIR/test_cuda_fwd; json-c / pcre2 headers and static libraries are taken
+# from build/h9-deps/ (copied from a dev machine, carried) when the system has none.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/cuda-direct}
@@ -12,7 +15,21 @@ cflags="-std=c11 -O2 -g -D_GNU_SOURCE -DTQ_BUILDING -DTQ_HAVE_CUDA -Iinclude -Is
 nvflags="${EXTRA_NVFLAGS:-} -std=c++17 -O3 -lineinfo -gencode=arch=compute_${arch},code=sm_${arch} -DTQ_BUILDING -DTQ_HAVE_CUDA -Iinclude -Isrc"
 objs=()
 cmds=()
-for f in src/core/*.c src/kv/*.c src/cpu/kv_*.c src/cuda/*.c; do
+srcs="src/core/*.c src/kv/*.c src/cpu/kv_*.c src/cuda/*.c"
+full=${TQ_FULL:-0}
+deps=build/h9-deps
+xlibs=""
+if [ "$full" = 1 ]; then
+    srcs="src/core/*.c src/kv/*.c src/cpu/*.c src/io/*.c src/model/*.c src/cuda/*.c"
+    if [ ! -f /usr/include/json-c/json.h ] || [ ! -f /usr/include/pcre2.h ]; then
+        cflags="$cflags -I$deps/include"
+        xlibs="$deps/lib/libjson-c.a $deps/lib/libpcre2-8.a"
+    else
+        xlibs="-ljson-c -lpcre2-8"
+    fi
+fi
+for f in $srcs; do
+    case "$f" in *cuda/fwd*) [ "$full" = 1 ] || continue ;; esac
     o="$out/obj/$(echo "$f" | tr / _).o"
     extra=""
     case "$f" in
@@ -24,6 +41,7 @@ for f in src/core/*.c src/kv/*.c src/cpu/kv_*.c src/cuda/*.c; do
     objs+=("$o")
 done
 for f in src/cuda/*.cu; do
+    case "$f" in *cuda/fwd*) [ "$full" = 1 ] || continue ;; esac
     o="$out/obj/$(echo "$f" | tr / _).o"
     extra=""
     case "$f" in *kv_encode.cu) extra="--fmad=false" ;; esac
@@ -34,6 +52,12 @@ printf '%s\n' "${cmds[@]}" | xargs -P "$jobs" -I{} sh -c '{}'
 libs="-lcudart_static -lpthread -lm -ldl -lrt -lstdc++"
 cudalib="$(dirname "$(command -v nvcc)")/../lib64"
 [ -d "$cudalib" ] || cudalib="$(dirname "$(command -v nvcc)")/../targets/x86_64-linux/lib"
+[ "$full" = 1 ] && libs="$xlibs -lcublas -Wl,-rpath,$cudalib -lcudart_static -lpthread -lm -ldl -lrt -lstdc++"
 gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/test_cuda_kv.c "${objs[@]}" -L"$cudalib" $libs -o "$out/test_cuda_kv"
 gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Itools bench/cuda/kv_bench_main.c tools/cli.c tools/cmd_kv_bench_cuda.c "${objs[@]}" -L"$cudalib" $libs -o "$out/kv_bench_cuda"
+if [ "$full" = 1 ]; then
+    gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/test_cuda_fwd.c "${objs[@]}" -L"$cudalib" $libs -o "$out/test_cuda_fwd"
+    gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Itools bench/cuda/bench_main.c tools/cli.c tools/cmd_bench_cuda.c "${objs[@]}" -L"$cudalib" $libs -o "$out/bench_cuda"
+    echo "built $out/test_cuda_fwd $out/bench_cuda"
+fi
 echo "built $out/test_cuda_kv $out/kv_bench_cuda"

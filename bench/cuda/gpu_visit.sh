@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_visit.sh MODE -- one visit to the GPU machine: build, correctness, sanitizer, benchmarks.
 # MODE: smoke (build + quick test + short bench), main / final (full test, sanitizers, speed
-# tables with the SDPA peer, a tuning variant), test, bench. Logs and CSVs go to $OUT (default out/gpu).
+# tables with the SDPA peer, a tuning variant), test, bench; stash + h9 (two calls: the model's
+# halves, then the GPU forward's test and bench + the decode-attention test and tables). Logs and CSVs go to $OUT (default out/gpu).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-smoke}
@@ -13,10 +14,57 @@ echo "== $(date -u) mode=$mode host=$(hostname)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | head -3
 nvcc --version | tail -1
 t0=$(date +%s)
+# The model (models/ is git-ignored, 98 MB > the 64 MiB that travels) comes in two carried halves
+# over two calls to a warm machine: mode stash keeps models/gpu_part_aa under build/, mode h9
+# joins it with models/gpu_part_ab (split -b 47M of the Q4_1 file).
+model=models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ "$mode" = stash ]; then
+    mkdir -p build/gpu-model && cp models/gpu_part_aa build/gpu-model/ && ls -la build/gpu-model
+fi
+if [ -f build/gpu-model/gpu_part_aa ] && [ -f models/gpu_part_ab ] && [ ! -f "$model" ]; then
+    cat build/gpu-model/gpu_part_aa models/gpu_part_ab > "$model"
+fi
+[ -f "$model" ] && sha256sum "$model"
+export TQ_FULL=1
 JOBS=16 bench/cuda/build.sh build/gpu || { echo "BUILD FAILED"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build/gpu
 case "$mode" in
+stash)
+    timeout 60 $B/test_cuda_fwd; echo "test_cuda_fwd rc=$? (77 = skipped: no model yet)"
+    ;;
+h9)
+    # 1) the GPU forward: logits vs the CPU engine, then decode tok/s at depth
+    if [ -f "$model" ]; then
+        timeout 200 $B/test_cuda_fwd; echo "test_cuda_fwd rc=$?"
+        timeout 200 $B/bench_cuda -m "$model" --kv bf16,kv8,turbo:k8v3 --depths 1024,8192,32768 --decode 64 \
+            --check 4 --csv "$out/fwd_bench.csv"; echo "bench_cuda rc=$?"
+        timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/bench_cuda -m "$model" \
+            --kv turbo:k8v3 --depths 64 --decode 2 > /tmp/fwd_sanitizer.log 2>&1
+        echo "fwd memcheck rc=$?"; tail -2 /tmp/fwd_sanitizer.log
+    else
+        echo "no model: $model (parts missing)"
+    fi
+    # 2) decode attention with 16 KB integer stages + PDL reduce (now default)
+    timeout 300 $B/test_cuda_kv; echo "test rc=$?"
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > /tmp/sanitizer.log 2>&1
+    echo "memcheck rc=$?"; tail -2 /tmp/sanitizer.log
+    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > /tmp/racecheck.log 2>&1
+    echo "racecheck rc=$?"; tail -2 /tmp/racecheck.log
+    timeout 200 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
+        --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --csv "$out/kv_bench_d128.csv"; echo "bench rc=$?"
+    echo "-- same, reduce launched without PDL (TQ_CUDA_PDL=0)"
+    TQ_CUDA_PDL=0 timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 4096,32768,131072 \
+        --batch 1,8 --reps 20
+    timeout 120 python3 bench/cuda/sdpa_bench.py --head-dim 128 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 20 --csv "$out/sdpa_d128.csv"; echo "sdpa rc=$?"
+    for d in 64 256; do
+        timeout 100 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim $d \
+            --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 10 --csv "$out/kv_bench_d$d.csv"; echo "bench d=$d rc=$?"
+    done
+    timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 64,256 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 10 --csv "$out/sdpa_d64_d256.csv"; echo "sdpa d=64,256 rc=$?"
+    ;;
 smoke)
     timeout 300 $B/test_cuda_kv --quick; echo "test --quick rc=$?"
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/sanitizer.log" 2>&1

@@ -98,6 +98,37 @@ TQ_API tq_status tq_cuda_copy_bandwidth(size_t bytes, int reps, double *gbps, do
  * K and V rows of every (sequence, kv head) plus q and out. */
 TQ_API size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads);
 
+/* ---- the engine's forward pass on the GPU ---------------------------------------------------
+ * A tq_cuda_session runs a model loaded by tq_model_load() (BF16 weights; Llama-family blocks:
+ * RMSNorm, RoPE (rotate_half), GQA attention, SwiGLU MLP; no biases, q/k norms, post norms,
+ * soft-capping or sliding windows -- other models are refused with TQ_E_UNSUPPORTED) on device 0:
+ * the weights are copied to the device as bf16 once, linears are cuBLAS GEMMs (bf16 in, fp32
+ * accumulate), activations are fp32, and each layer's K/V live in a tq_cuda_kv of the chosen
+ * scheme (append + fused attention above). Batch 1; prefill runs in chunks of up to
+ * 64 / group tokens. The model must outlive the session only during tq_cuda_session_create(). */
+typedef struct tq_cuda_session tq_cuda_session;
+
+/* tq_cuda_session_create() -- upload model's weights and allocate a cache of n_ctx tokens under
+ * scheme kv (n_ctx may exceed the model's trained context: positions beyond it are computed as
+ * usual, for speed measurements). */
+TQ_API tq_status tq_cuda_session_create(const tq_model *model, tq_kv_scheme kv, int64_t n_ctx,
+                                        tq_cuda_session **out);
+/* tq_cuda_session_free() -- release everything (NULL is a no-op). */
+TQ_API void tq_cuda_session_free(tq_cuda_session *s);
+/* tq_cuda_session_eval() -- append n >= 1 tokens: forward pass, K/V into the caches, and (when
+ * logits_last is not NULL) the logits of the last token into logits_last (vocab floats, host).
+ * Returns when the logits are on the host (or, without logits, when the work is enqueued).
+ * Errors: TQ_E_ARG (token outside [0, vocab)), TQ_E_OVERFLOW (past n_ctx; nothing appended). */
+TQ_API tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n,
+                                      float *logits_last);
+/* tq_cuda_session_n_past() -- tokens in the cache; tq_cuda_session_reset() -- empty it. */
+TQ_API int64_t tq_cuda_session_n_past(const tq_cuda_session *s);
+TQ_API void tq_cuda_session_reset(tq_cuda_session *s);
+/* tq_cuda_session_sync() -- wait for the session's queued work. */
+TQ_API tq_status tq_cuda_session_sync(tq_cuda_session *s);
+/* tq_cuda_session_bytes() -- device bytes held: weights (*weights) and KV caches (*kv). */
+TQ_API tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -142,6 +142,52 @@ size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads)
     (void)c, (void)n_q, (void)n_heads;
     return 0;
 }
+
+tq_status tq_cuda_session_create(const tq_model *model, tq_kv_scheme kv, int64_t n_ctx, tq_cuda_session **out)
+{
+    (void)model, (void)kv, (void)n_ctx;
+    if (out)
+        *out = NULL;
+    return NO_CUDA("tq_cuda_session_create");
+}
+
+void tq_cuda_session_free(tq_cuda_session *s)
+{
+    (void)s;
+}
+
+tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n, float *logits_last)
+{
+    (void)s, (void)tokens, (void)n, (void)logits_last;
+    return NO_CUDA("tq_cuda_session_eval");
+}
+
+int64_t tq_cuda_session_n_past(const tq_cuda_session *s)
+{
+    (void)s;
+    return 0;
+}
+
+void tq_cuda_session_reset(tq_cuda_session *s)
+{
+    (void)s;
+}
+
+tq_status tq_cuda_session_sync(tq_cuda_session *s)
+{
+    (void)s;
+    return NO_CUDA("tq_cuda_session_sync");
+}
+
+tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv)
+{
+    (void)s;
+    if (weights)
+        *weights = 0;
+    if (kv)
+        *kv = 0;
+    return NO_CUDA("tq_cuda_session_bytes");
+}
 #else
 typedef int tq_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <mutex>
@@ -31,11 +32,11 @@
 
 namespace {
 
-// Tuning (measured on the H200, docs/results.md): target bytes of one warp stage (K + V rows of
+// Tuning (measured on the H200, docs/results.md; bench/cuda/NOTES.md): target bytes of one warp stage (K + V rows of
 // TT tokens) and the resident blocks per SM the register budget is sized for (head_dim <= 128),
 // for integer-coded caches (turbo, kv8/kv4) and for f16/bf16 caches.
 #ifndef TQC_STAGE_INT
-#define TQC_STAGE_INT 12288
+#define TQC_STAGE_INT 16384
 #endif
 #ifndef TQC_MINB_INT
 #define TQC_MINB_INT 2
@@ -54,6 +55,22 @@ constexpr int min_blocks()
     return D >= 256 ? 2 : (FAM == TQC_TURBO || FAM == TQC_AFF) ? TQC_MINB_INT : TQC_MINB_HALF;
 }
 constexpr float LOG2E = 1.4426950408889634f;
+
+// Programmatic dependent launch (sm_90+): the attend kernel lets the reduce kernel be scheduled
+// as soon as every attend block runs; the reduce waits (griddepcontrol.wait = full completion and
+// visibility of the attend grid) before reading the partials. No-ops before sm_90.
+__device__ __forceinline__ void pdl_launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 __device__ float d_signs[64 + 128 + 256];
 __device__ float d_fwht_scale[3];
@@ -277,6 +294,7 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     const int g = lane >> 2, tig = lane & 3;
     const int split = blockIdx.x, h = blockIdx.y / n_rb, rb = blockIdx.y % n_rb, b = blockIdx.z;
     const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
+    pdl_launch_dependents();
 
     if constexpr (FAM == TQC_TURBO) {
         constexpr int off = VB == 2 ? 0 : VB == 3 ? 4 : VB == 4 ? 12 : VB == 5 ? 28 : 60;
@@ -733,6 +751,7 @@ __global__ void __launch_bounds__(D) reduce_kernel(tqc_attend_args a, int n_rb, 
     const int bhr = blockIdx.x, rr = blockIdx.y;
     const int rb = bhr % n_rb, h = (bhr / n_rb) % a.n_kv_heads, b = bhr / (n_rb * a.n_kv_heads);
     const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
+    pdl_wait();
     if (rb * 8 + rr >= R)
         return;
     const size_t stride = (size_t)8 * (D + 2);
@@ -818,6 +837,23 @@ tq_status init_tables(void)
     return TQ_OK;
 }
 
+// Programmatic dependent launch needs compute capability 9.0+ (and TQ_CUDA_PDL != 0).
+bool pdl_ok()
+{
+    static std::atomic<int> ok{-1};
+    int v = ok.load();
+    if (v < 0) {
+        int dev = 0, major = 0;
+        const char *e = getenv("TQ_CUDA_PDL");
+        v = (cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+             major >= 9 && !(e && e[0] == '0')) ? 1 : 0;
+        cudaGetLastError();
+        ok.store(v);
+    }
+    return v == 1;
+}
+
 int n_rb_of(int R)
 {
     return (R + 7) / 8;
@@ -856,8 +892,17 @@ tq_status launch(const tqc_attend_args *a)
     kern<<<grid, NW * 32, T::SMEM, a->stream>>>(*a, n_rb, chunk);
     TQC_CUDA(cudaGetLastError());
     const dim3 rgrid((unsigned)(a->batch * a->n_kv_heads * n_rb), (unsigned)(R < 8 ? R : 8));
-    reduce_kernel<D, FAM == TQC_TURBO><<<rgrid, D, (size_t)a->n_splits * sizeof(float), a->stream>>>(*a, n_rb, a->n_splits);
-    TQC_CUDA(cudaGetLastError());
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = rgrid;
+    cfg.blockDim = dim3(D);
+    cfg.dynamicSmemBytes = (size_t)a->n_splits * sizeof(float);
+    cfg.stream = a->stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_ok() ? 1 : 0;
+    TQC_CUDA(cudaLaunchKernelEx(&cfg, reduce_kernel<D, FAM == TQC_TURBO>, *a, n_rb, a->n_splits));
     return TQ_OK;
 }
 

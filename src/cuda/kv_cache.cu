@@ -14,7 +14,9 @@ struct tq_cuda_kv {
     int n_kv_heads, batch;
     int64_t max_tokens, cap, len;
     uint8_t *k, *v;        // device rows, (batch, n_kv_heads, cap) rows each
-    cudaStream_t stream;
+    cudaStream_t stream;   // where the handle's work runs (own, or lent by tqc_kv_use_stream)
+    cudaStream_t own;      // the stream created with the handle
+    size_t bytes;          // device bytes of the K and V rows
     float *work;           // attend partials
     size_t work_floats;
     void *scratch;         // device staging for host inputs (q, out, k/v sources)
@@ -101,6 +103,8 @@ extern "C" tq_status tq_cuda_kv_create(tq_kv_scheme s, int head_dim, int n_kv_he
                         batch, n_kv_heads, (long long)max_tokens);
     }
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    c->own = c->stream;
+    c->bytes = kbytes + vbytes;
     if (e == cudaSuccess)
         e = cudaMalloc(&c->k, kbytes);
     if (e == cudaSuccess)
@@ -138,9 +142,19 @@ extern "C" void tq_cuda_kv_free(tq_cuda_kv *c)
         cudaEventDestroy(c->ev[0]);
     if (c->ev[1])
         cudaEventDestroy(c->ev[1]);
-    if (c->stream)
-        cudaStreamDestroy(c->stream);
+    if (c->own)
+        cudaStreamDestroy(c->own);
     tq_free(c);
+}
+
+void tqc_kv_use_stream(tq_cuda_kv *c, cudaStream_t s)
+{
+    c->stream = s ? s : c->own;
+}
+
+size_t tqc_kv_device_bytes(const tq_cuda_kv *c)
+{
+    return c ? c->bytes : 0;
 }
 
 extern "C" int64_t tq_cuda_kv_length(const tq_cuda_kv *c)

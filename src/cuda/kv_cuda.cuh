@@ -71,4 +71,9 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
                      int64_t len, int n_splits_req, int *n_splits, size_t *work_floats);
 tq_status tqc_attend_launch(const tqc_attend_args *a);
 
+// tqc_kv_use_stream() -- run the cache's work on stream s (the caller's, which must outlive the
+// use; NULL = back to the handle's own stream). tqc_kv_device_bytes() -- bytes of its K/V rows.
+void tqc_kv_use_stream(tq_cuda_kv *c, cudaStream_t s);
+size_t tqc_kv_device_bytes(const tq_cuda_kv *c);
+
 #endif

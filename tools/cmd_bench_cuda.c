@@ -1,0 +1,311 @@
+/* cmd_bench_cuda.c -- `tq bench --cuda`: the engine's forward on GPU 0 (tq_cuda_session): for each
+ * KV scheme and cache depth, fill the cache by a chunked GPU prefill of seeded random token ids
+ * (prefill tok/s), then time single-token greedy decode steps, logits to the host included
+ * (decode tok/s = 1 / median step time). --check N first compares the GPU logits with the CPU
+ * engine's (f32 cache) over N seeded prompts: top-1 agreement and KL. */
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tq bench --cuda -m MODEL [--kv LIST] [--depths LIST] [--decode N] [--check N]\n"
+            "                [--seed S] [--csv FILE]\n"
+            "  the forward pass on GPU 0: weights as bf16, cuBLAS linears, the device KV cache.\n"
+            "  -m, --model   GGUF file or safetensors directory (Llama-family blocks)\n"
+            "  --kv LIST     comma list of cache schemes (default bf16,kv8,turbo:k8v3); GPU schemes:\n"
+            "                f16, bf16, kv8, kv4, turbo:k8v3, k4v3, k8v4, k8v2, k4v2, k4v4\n"
+            "  --depths LIST cache depths before decoding (default 1024,8192,32768; may exceed the\n"
+            "                model's trained context: speed only)\n"
+            "  --decode N    timed decode steps per depth (default 64)\n"
+            "  --check N     first compare GPU and CPU logits on N prompts (default 0)\n"
+            "  --seed S      seed of the random prompt tokens (default 1)\n"
+            "  --csv FILE    also write scheme,depth,prefill_tok_s,decode_tok_s,decode_ms rows\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+static double kl(const float *p, const float *q, int n)
+{
+    double mp = -INFINITY, mq = -INFINITY, zp = 0, zq = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        mp = p[i] > mp ? p[i] : mp;
+        mq = q[i] > mq ? q[i] : mq;
+    }
+    for (int i = 0; i < n; i++) {
+        zp += exp(p[i] - mp);
+        zq += exp(q[i] - mq);
+    }
+    for (int i = 0; i < n; i++) {
+        const double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
+        k += exp(lp) * (lp - lq);
+    }
+    return k;
+}
+
+/* GPU vs CPU (f32 cache) on n_prompts random prompts of 64 tokens + 16 greedy steps */
+static int check(const char *cmd, tq_model *m, tq_kv_scheme kvs, const char *name, int n_prompts, uint64_t seed,
+                 int vocab)
+{
+    int rc = 1;
+    tq_session *cs = NULL;
+    tq_cuda_session *gs = NULL;
+    tq_session_opts so;
+    tq_session_opts_default(&so);
+    tq_kv_scheme_parse("f32", &so.kv);
+    so.n_ctx = 128;
+    float *lc = malloc((size_t)vocab * 4), *lg = malloc((size_t)vocab * 4);
+    int32_t prompt[64];
+    tq_status st;
+    if (!lc || !lg) {
+        cli_error(cmd, TQ_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = tq_session_create(m, &so, &cs)) || (st = tq_cuda_session_create(m, kvs, 128, &gs))) {
+        cli_error(cmd, st, "check: session");
+        goto done;
+    }
+    int n = 0, agree = 0;
+    double sum = 0, worst = 0;
+    for (int p = 0; p < n_prompts; p++) {
+        uint64_t s = seed * 1000 + (uint64_t)p;
+        for (int i = 0; i < 64; i++)
+            prompt[i] = (int32_t)(rng_next(&s) % (uint64_t)vocab);
+        tq_session_reset(cs);
+        tq_cuda_session_reset(gs);
+        const int32_t *tok = prompt;
+        int len = 64;
+        int32_t next;
+        for (int step = 0; step < 16; step++) {
+            if ((st = tq_session_eval(cs, tok, len, lc)) || (st = tq_cuda_session_eval(gs, tok, len, lg))) {
+                cli_error(cmd, st, "check: eval");
+                goto done;
+            }
+            const double k = kl(lc, lg, vocab);
+            next = argmax(lc, vocab);
+            agree += next == argmax(lg, vocab);
+            sum += k;
+            worst = k > worst ? k : worst;
+            n++;
+            tok = &next;
+            len = 1;
+        }
+    }
+    printf("check %-12s GPU vs CPU (f32 cache): %d steps, top-1 equal %d/%d, KL mean %.3e max %.3e\n", name, n,
+           agree, n, sum / n, worst);
+    rc = 0;
+done:
+    tq_cuda_session_free(gs);
+    tq_session_free(cs);
+    free(lc);
+    free(lg);
+    return rc;
+}
+
+int cmd_bench_cuda(int argc, char **argv)
+{
+    const char *cmd = "bench --cuda";
+    if (cli_is_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *model_path = NULL, *kv_list = "bf16,kv8,turbo:k8v3", *depth_list = "1024,8192,32768", *csv_path = NULL;
+    long decode = 64, n_check = 0, seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--cuda"))
+            continue;
+        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v)
+            model_path = argv[++i];
+        else if (!strcmp(a, "--kv") && v)
+            kv_list = argv[++i];
+        else if (!strcmp(a, "--depths") && v)
+            depth_list = argv[++i];
+        else if (!strcmp(a, "--csv") && v)
+            csv_path = argv[++i];
+        else if (!strcmp(a, "--decode")) {
+            if (cli_int(cmd, a, v, &decode))
+                return 2;
+            i++;
+        } else if (!strcmp(a, "--check")) {
+            if (cli_int(cmd, a, v, &n_check))
+                return 2;
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            if (cli_int(cmd, a, v, &seed))
+                return 2;
+            i++;
+        } else {
+            fprintf(stderr, "tq %s: unknown or incomplete option '%s' (see tq bench --cuda --help)\n", cmd, a);
+            return 2;
+        }
+    }
+    if (!model_path) {
+        fprintf(stderr, "tq %s: -m MODEL is required (see tq bench --cuda --help)\n", cmd);
+        return 2;
+    }
+    if (decode < 1 || decode > 100000 || n_check < 0 || n_check > 1000) {
+        fprintf(stderr, "tq %s: --decode must be in 1..100000 and --check in 0..1000\n", cmd);
+        return 2;
+    }
+    long depths[16];
+    int n_depths = 0;
+    {
+        const char *p = depth_list;
+        while (*p) {
+            char *end;
+            const long d = strtol(p, &end, 10);
+            if (end == p || d < 0 || d > (1L << 30) || n_depths == 16 || (*end && *end != ',')) {
+                fprintf(stderr, "tq %s: --depths '%s': expected up to 16 comma-separated integers in 0..2^30\n", cmd,
+                        depth_list);
+                return 2;
+            }
+            depths[n_depths++] = d;
+            p = *end ? end + 1 : end;
+        }
+    }
+    if (!n_depths) {
+        fprintf(stderr, "tq %s: --depths is empty\n", cmd);
+        return 2;
+    }
+    if (!tq_cuda_compiled() || tq_cuda_available() < 1) {
+        fprintf(stderr, "tq %s: %s\n", cmd,
+                !tq_cuda_compiled() ? "this build has no CUDA support" : "no CUDA device found");
+        return 1;
+    }
+    char dev[128];
+    tq_cuda_device_name(dev, sizeof(dev));
+    tq_model *m = NULL;
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.weight_type = TQ_DTYPE_BF16;
+    tq_status st = tq_model_load(model_path, &mo, &m);
+    if (st)
+        return cli_error(cmd, st, "cannot load %s", model_path);
+    tq_model_info mi;
+    tq_model_get_info(m, &mi);
+    long max_depth = 0;
+    for (int i = 0; i < n_depths; i++)
+        max_depth = depths[i] > max_depth ? depths[i] : max_depth;
+    const int64_t n_ctx = max_depth + decode + 1;
+    printf("model %s: %s, %d layers, dim %d, %d/%d heads, head_dim %d, vocab %d (trained context %d)\n", model_path,
+           mi.arch_name, mi.n_layers, mi.dim, mi.n_heads, mi.n_kv_heads, mi.head_dim, mi.vocab_size, mi.max_ctx);
+    printf("device %s; decode = 1 token per step, batch 1, logits copied to the host every step\n", dev);
+    FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
+    if (csv_path && !csv) {
+        tq_model_free(m);
+        return cli_error(cmd, TQ_E_IO, "cannot write %s", csv_path);
+    }
+    if (csv)
+        fprintf(csv, "scheme,depth,prefill_tok_s,decode_tok_s,decode_ms_median,decode_ms_mean\n");
+    int rc = 0;
+    int32_t *toks = malloc((size_t)(max_depth + 1) * sizeof(int32_t));
+    float *logits = malloc((size_t)mi.vocab_size * sizeof(float));
+    double *ts = malloc((size_t)decode * sizeof(double));
+    if (!toks || !logits || !ts) {
+        rc = cli_error(cmd, TQ_E_NOMEM, "out of memory");
+        goto done;
+    }
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", kv_list);
+    for (char *name = strtok(buf, ","); name && !rc; name = strtok(NULL, ",")) {
+        tq_kv_scheme kvs;
+        if ((st = tq_kv_scheme_parse(name, &kvs))) {
+            rc = cli_error(cmd, st, "--kv '%s'", name);
+            break;
+        }
+        if (n_check && check(cmd, m, kvs, name, (int)n_check, (uint64_t)seed, mi.vocab_size)) {
+            rc = 1;
+            break;
+        }
+        tq_cuda_session *gs = NULL;
+        if ((st = tq_cuda_session_create(m, kvs, n_ctx, &gs))) {
+            rc = cli_error(cmd, st, "GPU session for --kv %s", name);
+            break;
+        }
+        size_t wb = 0, kb = 0;
+        tq_cuda_session_bytes(gs, &wb, &kb);
+        printf("-- kv %s: weights %.1f MB, KV cache %.1f MB for %lld tokens\n", name, wb / 1e6, kb / 1e6,
+               (long long)n_ctx);
+        for (int di = 0; di < n_depths && !rc; di++) {
+            tq_cuda_session_reset(gs);
+            uint64_t s = (uint64_t)seed * 7919 + (uint64_t)di;
+            for (long i = 0; i <= depths[di]; i++)
+                toks[i] = (int32_t)(rng_next(&s) % (uint64_t)mi.vocab_size);
+            double pf = 0.0;
+            if (depths[di] > 0) {
+                const double t0 = now_s();
+                if ((st = tq_cuda_session_eval(gs, toks, depths[di], NULL)) || (st = tq_cuda_session_sync(gs))) {
+                    rc = cli_error(cmd, st, "prefill to depth %ld", depths[di]);
+                    break;
+                }
+                pf = (double)depths[di] / (now_s() - t0);
+            }
+            int32_t tok = toks[depths[di]];
+            for (long k = 0; k < decode + 2 && !rc; k++) { /* 2 untimed warm-up steps */
+                const double t0 = now_s();
+                if ((st = tq_cuda_session_eval(gs, &tok, 1, logits))) {
+                    rc = cli_error(cmd, st, "decode at depth %ld", depths[di]);
+                    break;
+                }
+                const double dt = now_s() - t0;
+                if (k >= 2)
+                    ts[k - 2] = dt;
+                tok = argmax(logits, mi.vocab_size);
+            }
+            if (rc)
+                break;
+            double mean = 0;
+            for (long k = 0; k < decode; k++)
+                mean += ts[k] / (double)decode;
+            qsort(ts, (size_t)decode, sizeof(double), cmp_double);
+            const double med = ts[decode / 2];
+            printf("kv %-12s depth %7ld: prefill %9.0f tok/s | decode %8.1f tok/s (median %.3f ms/step, mean %.3f, "
+                   "%ld steps)\n",
+                   name, depths[di], pf, 1.0 / med, med * 1e3, mean * 1e3, decode);
+            if (csv)
+                fprintf(csv, "%s,%ld,%.1f,%.2f,%.4f,%.4f\n", name, depths[di], pf, 1.0 / med, med * 1e3, mean * 1e3);
+            fflush(stdout);
+        }
+        tq_cuda_session_free(gs);
+    }
+done:
+    if (csv)
+        fclose(csv);
+    free(toks);
+    free(logits);
+    free(ts);
+    tq_model_free(m);
+    return rc;
+}
