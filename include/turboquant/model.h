@@ -21,8 +21,9 @@ typedef struct tq_model tq_model;
 typedef struct tq_session tq_session;
 
 /* Architectures (tq_arch) and hyper-parameters (tq_model_config) are declared in io.h. The
- * forward pass runs TQ_ARCH_LLAMA, TQ_ARCH_MISTRAL, TQ_ARCH_QWEN2 and TQ_ARCH_QWEN3; GEMMA3 is
- * recognised and refused with TQ_E_UNSUPPORTED for now. */
+ * forward pass runs TQ_ARCH_LLAMA, TQ_ARCH_MISTRAL, TQ_ARCH_QWEN2, TQ_ARCH_QWEN3 and
+ * TQ_ARCH_GEMMA3 (sliding-window layers attend within their window; the cache still stores every
+ * token). Attention logit soft-capping (gemma2) is refused with TQ_E_UNSUPPORTED. */
 
 /* Options for tq_model_load(). Fill with tq_model_opts_default() first, then change fields. */
 typedef struct tq_model_opts {

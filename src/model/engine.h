@@ -67,6 +67,7 @@ struct tq_session {
     tq_run_state rs;
     int64_t n_past;
     int64_t n_ctx;
+    int *window;      /* [n_layers] sliding window per layer (0 = full), NULL if none */
 };
 
 /* tq_forward() -- run n (<= s->rs.nb) tokens at positions [n_past, n_past + n) through the

@@ -151,29 +151,36 @@ static void att_task(void *ctx, int ith, int nth)
         const int g = (int)(u / j->n_qb);
         const int64_t i0 = (u % j->n_qb) * j->qblk;
         const int64_t i1 = i0 + j->qblk < j->n_q ? i0 + j->qblk : j->n_q;
-        const int64_t n_win = j->pos0 + i1;
-        const float *K, *V;
+        /* keys [lo(i), pos0 + i] for query i; lo rises with i, so the block needs
+         * [lo(i0), pos0 + i1) */
+        const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
+        const int64_t lo0 = W && j->pos0 + i0 + 1 > W ? j->pos0 + i0 + 1 - W : 0;
+        const int64_t n_win = j->pos0 + i1 - lo0;
+        const float *K, *V; /* row t of the window is K + (t - lo0) * hd */
         if (kind == TQ_KV_F32) {
-            K = (const float *)(const void *)k_row(c, j->il, g, 0);
-            V = (const float *)(const void *)v_row(c, j->il, g, 0);
+            K = (const float *)(const void *)k_row(c, j->il, g, lo0);
+            V = (const float *)(const void *)v_row(c, j->il, g, lo0);
         } else if (is_plain(kind)) {
-            get_plain(kind, k_row(c, j->il, g, 0), n_win, hd, Kf);
-            get_plain(kind, v_row(c, j->il, g, 0), n_win, hd, Vf);
+            get_plain(kind, k_row(c, j->il, g, lo0), n_win, hd, Kf);
+            get_plain(kind, v_row(c, j->il, g, lo0), n_win, hd, Vf);
             K = Kf;
             V = Vf;
         } else {
             /* rows were encoded by this cache, so decoding cannot fail */
-            (void)tq_kv_decode_k(c->scheme, hd, k_row(c, j->il, g, 0), n_win, Kf, n_win * hd,
+            (void)tq_kv_decode_k(c->scheme, hd, k_row(c, j->il, g, lo0), n_win, Kf, n_win * hd,
                                  NULL);
-            (void)tq_kv_decode_v(c->scheme, hd, v_row(c, j->il, g, 0), n_win, Vf, n_win * hd,
+            (void)tq_kv_decode_v(c->scheme, hd, v_row(c, j->il, g, lo0), n_win, Vf, n_win * hd,
                                  NULL);
             K = Kf;
             V = Vf;
         }
-        for (int64_t i = i0; i < i1; i++)
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t p = j->pos0 + i;
+            const int64_t lo = W && p + 1 > W ? p + 1 - W : 0;
             for (int h = g * group; h < (g + 1) * group; h++)
-                j->row(j->q + (i * nh + h) * hd, K, V, j->pos0 + i + 1, hd, c->scale, sc,
-                       j->out + (i * nh + h) * hd);
+                j->row(j->q + (i * nh + h) * hd, K + (lo - lo0) * hd, V + (lo - lo0) * hd,
+                       p - lo + 1, hd, c->scale, sc, j->out + (i * nh + h) * hd);
+        }
     }
 }
 

@@ -53,6 +53,9 @@ struct tq_kvcache {
     int n_threads;         /* threads the scratch is sized for                           */
     size_t scratch_floats; /* per thread                                                 */
     float *scratch;        /* (n_threads, scratch_floats): scores + decoded window       */
+    const int *window;     /* [n_layers] sliding attention window in tokens (query p sees
+                            * keys (p - window, p]), 0 = unlimited; NULL = all unlimited.
+                            * Borrowed from the session; every attend() must honour it.  */
 };
 
 /* tq_kvcache_create() -- allocate a cache for n_ctx tokens. Errors: TQ_E_UNSUPPORTED naming the

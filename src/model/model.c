@@ -158,12 +158,10 @@ static tq_status check_config(const char *path, const tq_model_config *c)
     case TQ_ARCH_QWEN3:
         break;
     case TQ_ARCH_GEMMA3:
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: architecture gemma3 is recognised but not run yet "
-                                         "(sliding-window cache pending); supported: llama, "
-                                         "mistral, qwen2, qwen3", path);
+        break;
     default:
         return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: architecture '%s' is not supported; supported: "
-                                         "llama, mistral, qwen2, qwen3", path,
+                                         "llama, mistral, qwen2, qwen3, gemma3", path,
                        c->arch_name[0] ? c->arch_name : "(none given)");
     }
     if (c->n_layers <= 0 || c->hidden <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 ||
@@ -174,6 +172,9 @@ static tq_status check_config(const char *path, const tq_model_config *c)
                                     "kv heads %d, head_dim %d, ffn %d, vocab %d)", path,
                        c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->head_dim,
                        c->ffn_hidden, c->vocab);
+    if (c->attn_logit_softcap > 0.0f)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: attention logit soft-capping (gemma2 style) is not "
+                                         "supported", path);
     if (c->n_heads % c->n_kv_heads)
         return TQ_FAIL(TQ_E_FORMAT, "%s: %d query heads are not a multiple of %d kv heads", path,
                        c->n_heads, c->n_kv_heads);
@@ -232,7 +233,10 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
     const float theta_local = m->cfg.rope_theta_local > 0.0f ? m->cfg.rope_theta_local
                                                               : m->cfg.rope_theta;
     if (m->cfg.sliding_window > 0 && m->cfg.sliding_window_pattern > 0) {
-        if ((st = rope_freqs(&m->cfg, theta_local, m->inv_freq_local)))
+        /* gemma3: sliding layers use their own base and no frequency scaling */
+        tq_model_config local = m->cfg;
+        local.rope_scaling = TQ_ROPE_SCALING_NONE;
+        if ((st = rope_freqs(&local, theta_local, m->inv_freq_local)))
             goto fail;
     } else {
         memcpy(m->inv_freq_local, m->inv_freq, sizeof(float) * (size_t)(m->cfg.rope_dim / 2));
@@ -279,7 +283,13 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
             T(q_norm, "self_attn.q_norm.weight", 0, 1, c->head_dim, 0, F);
             T(k_norm, "self_attn.k_norm.weight", 0, 1, c->head_dim, 0, F);
         }
-        T(ffn_norm, "post_attention_layernorm.weight", 0, 1, dim, 0, F);
+        if (c->arch == TQ_ARCH_GEMMA3) { /* sandwich norms around attention and MLP */
+            T(post_attn_norm, "post_attention_layernorm.weight", 0, 1, dim, 0, F);
+            T(ffn_norm, "pre_feedforward_layernorm.weight", 0, 1, dim, 0, F);
+            T(post_ffn_norm, "post_feedforward_layernorm.weight", 0, 1, dim, 0, F);
+        } else {
+            T(ffn_norm, "post_attention_layernorm.weight", 0, 1, dim, 0, F);
+        }
         T(w_gate, "mlp.gate_proj.weight", 0, 2, ffn, dim, wt);
         T(w_up, "mlp.up_proj.weight", 0, 2, ffn, dim, wt);
         T(w_down, "mlp.down_proj.weight", 0, 2, dim, ffn, wt);
@@ -448,12 +458,23 @@ tq_status tq_session_create(tq_model *m, const tq_session_opts *opts, tq_session
                      nb);
         goto fail;
     }
+    /* sliding-window layers (gemma3, mistral): the cache attends within the window */
+    if (c->sliding_window > 0) {
+        if (!(s->window = tq_calloc((size_t)c->n_layers, sizeof(int)))) {
+            st = TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory");
+            goto fail;
+        }
+        for (int l = 0; l < c->n_layers; l++)
+            s->window[l] = tq_model_config_layer_is_sliding(c, l) ? c->sliding_window : 0;
+        s->kv->window = s->window;
+    }
     m->n_sessions++;
     *out = s;
     return TQ_OK;
 fail:
     tq_kvcache_free(s->kv);
     free_rs(&s->rs);
+    tq_free(s->window);
     tq_free(s);
     return st;
 }
@@ -465,6 +486,7 @@ void tq_session_free(tq_session *s)
     s->m->n_sessions--;
     tq_kvcache_free(s->kv);
     free_rs(&s->rs);
+    tq_free(s->window);
     tq_free(s);
 }
 

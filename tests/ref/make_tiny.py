@@ -15,6 +15,9 @@ which need head_dim % 64 == 0, can run too), intermediate 64, vocab 256.
   llama: untied lm_head, Llama 3 RoPE frequency scaling (factor 8, original context 32)
   qwen2: q/k/v biases, tied embeddings
   qwen3: per-head q/k RMSNorm, tied embeddings
+  gemma3: sliding window 8 on layer 0 (the 24-token prompt exceeds it), global layer 1, local
+          RoPE base 10000, (1 + w) RMSNorm, sandwich norms, GELU-tanh MLP, embedding scale,
+          query_pre_attn_scalar 48 (not head_dim, so the scale is really read), tied
 Weights are drawn with a fixed seed at a scale that gives well-separated logits (std
 1/sqrt(fan_in) for matrices, 0.1 for embeddings, 1 + 0.1 N(0,1) for norms), not the tiny HF default init.
 
@@ -64,9 +67,17 @@ def configs():
                                      use_sliding_window=False)
     qwen3 = transformers.Qwen3Config(**COMMON, rope_theta=1000000.0, tie_word_embeddings=True,
                                      attention_bias=False, use_sliding_window=False)
+    g = dict(COMMON)
+    g["rms_norm_eps"] = 1e-6
+    gemma3 = transformers.Gemma3TextConfig(
+        **g, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+        query_pre_attn_scalar=48, tie_word_embeddings=True, pad_token_id=0,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}})
     return {"llama": (llama, transformers.LlamaForCausalLM),
             "qwen2": (qwen2, transformers.Qwen2ForCausalLM),
-            "qwen3": (qwen3, transformers.Qwen3ForCausalLM)}
+            "qwen3": (qwen3, transformers.Qwen3ForCausalLM),
+            "gemma3": (gemma3, transformers.Gemma3ForCausalLM)}
 
 
 def add_v4_rope_keys(path):
@@ -76,6 +87,9 @@ def add_v4_rope_keys(path):
     with open(path) as f:
         c = json.load(f)
     rp = c.get("rope_parameters") or {}
+    if "full_attention" in rp:  # gemma3: one entry per layer type
+        c["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+        rp = rp["full_attention"]
     if "rope_theta" in rp:
         c["rope_theta"] = rp["rope_theta"]
     if rp.get("rope_type", "default") != "default":
