@@ -1,5 +1,6 @@
 /* fuzz_gguf.c -- libFuzzer target: GGUF header, metadata, tensor infos, model config and the
- * dequantization of small tensors, from arbitrary bytes. Any crash, leak or out-of-bounds read
+ * dequantization of small tensors, and tq_weights (HF names, q/k un-permutation) over the same
+ * image, from arbitrary bytes. Any crash, leak or out-of-bounds read
  * (ASan) is a bug; a clean TQ_E_* status is the expected outcome for bad input. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,5 +56,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     tq_model_config_from_gguf(g, &cfg);
     tq_gguf_free(g);
+
+    /* the uniform source: name mapping, config checks, q/k un-permutation, f32 and bf16 output */
+    tq_weights *w = NULL;
+    if (tq_weights_open_gguf_memory(data, size, "fuzz.gguf", &w) != TQ_OK)
+        return 0;
+    for (int64_t i = 0; i < tq_weights_count(w); i++) {
+        tq_weights_tensor t;
+        if (tq_weights_tensor_at(w, i, &t) != TQ_OK || t.n_elem <= 0 || t.n_elem > 65536)
+            continue;
+        float *y = malloc((size_t)t.n_elem * sizeof(float));
+        if (y) {
+            tq_weights_read(w, t.name, TQ_DTYPE_F32, y, (size_t)t.n_elem * sizeof(float));
+            tq_weights_read(w, t.name, TQ_DTYPE_BF16, y, (size_t)t.n_elem * sizeof(float));
+            free(y);
+        }
+    }
+    tq_weights_free(w);
     return 0;
 }

@@ -335,6 +335,10 @@ typedef struct tq_weights_tensor {
  * directory (config.json + safetensors). Fills the model config (GGUF metadata or config.json;
  * a lone .safetensors without config.json gets arch UNKNOWN). */
 TQ_API tq_status tq_weights_open(const char *path, tq_weights **out);
+/* tq_weights_open_gguf_memory() -- the same over a GGUF image in a caller buffer (borrowed, must
+ * outlive the handle); `name` is used in messages. For fuzzing and tests. */
+TQ_API tq_status tq_weights_open_gguf_memory(const void *data, size_t size, const char *name,
+                                             tq_weights **out);
 TQ_API void tq_weights_free(tq_weights *w);
 TQ_API tq_weights_format tq_weights_source_format(const tq_weights *w);
 /* tq_weights_config() -- the model configuration (valid while w lives). */

@@ -79,12 +79,11 @@ static void hf_name(const char *g, int gemma, char *buf, size_t cap)
     snprintf(buf, cap, "%s", g);
 }
 
-static tq_status open_gguf(tq_weights *w, const char *path)
+/* Fill w from the already-open w->gguf. */
+static tq_status init_gguf(tq_weights *w, const char *path)
 {
-    tq_status st = tq_gguf_open(path, &w->gguf);
+    tq_status st;
     int permute;
-    if (st)
-        return st;
     if ((st = tq_model_config_from_gguf(w->gguf, &w->cfg)))
         return st;
     permute = !strcmp(w->cfg.arch_name, "llama") || !strcmp(w->cfg.arch_name, "mistral");
@@ -119,6 +118,12 @@ static tq_status open_gguf(tq_weights *w, const char *path)
         }
     }
     return TQ_OK;
+}
+
+static tq_status open_gguf(tq_weights *w, const char *path)
+{
+    tq_status st = tq_gguf_open(path, &w->gguf);
+    return st ? st : init_gguf(w, path);
 }
 
 static tq_status open_st(tq_weights *w, const char *path)
@@ -194,6 +199,28 @@ tq_status tq_weights_open(const char *path, tq_weights **out)
         st = TQ_FAIL(TQ_E_ARG, "%s: unknown model format (expected a .gguf file, a .safetensors "
                      "file, a model.safetensors.index.json, or a Hugging Face directory)", path);
     }
+    if (st) {
+        tq_weights_free(w);
+        return st;
+    }
+    *out = w;
+    return TQ_OK;
+}
+
+tq_status tq_weights_open_gguf_memory(const void *data, size_t size, const char *name,
+                                      tq_weights **out)
+{
+    tq_weights *w;
+    tq_status st;
+    if (!out)
+        return TQ_FAIL(TQ_E_ARG, "tq_weights_open_gguf_memory: NULL argument");
+    *out = NULL;
+    if (!(w = tq_calloc(1, sizeof(*w))))
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    w->fmt = TQ_WEIGHTS_GGUF;
+    st = tq_gguf_open_memory(data, size, name, &w->gguf);
+    if (!st)
+        st = init_gguf(w, name ? name : "(memory)");
     if (st) {
         tq_weights_free(w);
         return st;
