@@ -170,7 +170,7 @@ typedef struct type_total {
 int cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL;
-    int json = 0, tensors = 1;
+    int json = 0, tensors = 1, cpu = 0;
     tq_weights *w = NULL;
     tq_status st;
     type_total tot[32];
@@ -179,13 +179,15 @@ int cmd_inspect(int argc, char **argv)
     FILE *f = stdout;
 
     if (cli_is_help(argc, argv)) {
-        printf("usage: tq inspect PATH [--json] [--no-tensors]\n\n"
+        printf("usage: tq inspect PATH [--json] [--no-tensors]\n"
+               "       tq inspect --cpu\n\n"
                "PATH: a .gguf file, a .safetensors file, a model.safetensors.index.json, or a\n"
                "Hugging Face directory (config.json + safetensors). Prints architecture and\n"
                "hyper-parameters, tokenizer summary, GGUF metadata, the tensor table (Hugging Face\n"
                "name, stored name, type, shape, bytes) and totals.\n"
                "  --json        one JSON object on stdout, for scripts\n"
-               "  --no-tensors  leave out the per-tensor table\n");
+               "  --no-tensors  leave out the per-tensor table\n"
+               "  --cpu         the CPU kernel level in use and the levels this CPU supports\n");
         return 0;
     }
     for (int i = 1; i < argc; i++) {
@@ -193,6 +195,8 @@ int cmd_inspect(int argc, char **argv)
             json = 1;
         else if (!strcmp(argv[i], "--no-tensors"))
             tensors = 0;
+        else if (!strcmp(argv[i], "--cpu"))
+            cpu = 1;
         else if (argv[i][0] == '-' && argv[i][1])
             return fprintf(stderr, "tq inspect: unknown option '%s' (valid: --json, --no-tensors)\n",
                            argv[i]), 2;
@@ -200,6 +204,15 @@ int cmd_inspect(int argc, char **argv)
             path = argv[i];
         else
             return fprintf(stderr, "tq inspect: one PATH only ('%s' is extra)\n", argv[i]), 2;
+    }
+    if (cpu) {
+        printf("cpu kernels in use: %s (TQ_CPU=scalar|avx2|avx512 lowers it)\nsupported:", tq_isa_name(tq_cpu_isa()));
+        for (int i = 0; i < TQ_ISA_COUNT; i++)
+            if (tq_cpu_supports((tq_isa)i))
+                printf(" %s", tq_isa_name((tq_isa)i));
+        printf("\n");
+        if (!path)
+            return 0;
     }
     if (!path)
         return fprintf(stderr, "tq inspect: missing PATH (tq inspect --help)\n"), 2;
