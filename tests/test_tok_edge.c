@@ -296,7 +296,9 @@ static void check_qwen3(const tq_tokenizer *t)
             thread_job j[2];
             pthread_t th[2];
             for (int k = 0; k < 2; k++) {
-                j[k] = (thread_job){t, s, big_n, malloc(sizeof(int32_t) * (big_n + 2)), 0};
+                j[k] = (thread_job){
+                    t, s, big_n, malloc(sizeof(int32_t) * (size_t)tq_tokenizer_encode_bound(big_n)),
+                    0};
                 pthread_create(&th[k], NULL, thread_encode, &j[k]);
             }
             for (int k = 0; k < 2; k++)

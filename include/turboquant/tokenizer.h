@@ -85,11 +85,13 @@ enum {
     TQ_TOK_SKIP_SPECIAL = 1u << 3,  /* decode: leave special/control tokens out                 */
 };
 
-/* tq_tokenizer_encode_bound() -- a capacity that always suffices for len bytes of text
- * (every token covers at least one byte; +2 for BOS). */
+/* tq_tokenizer_encode_bound() -- a capacity that always suffices for len bytes of text: every
+ * token covers at least one byte, except the U+2581 that SentencePiece models with
+ * add_space_prefix put in front of each text segment after a special/added token (at most one
+ * per byte), plus BOS. */
 static inline int64_t tq_tokenizer_encode_bound(size_t len)
 {
-    return (int64_t)len + 2;
+    return 2 * (int64_t)len + 3;
 }
 /* tq_tokenizer_encode() -- tokenize text[0..len) (any bytes; NUL allowed) into ids[0..cap).
  * *n_out gets the number of tokens. If cap is too small, returns TQ_E_OVERFLOW with *n_out set
