@@ -1,7 +1,8 @@
 /* test_engine_matvec.c -- every matvec/GEMM kernel (each ISA, each weight dtype) against the
  * scalar specification on random inputs, awkward shapes (k not a multiple of the vector width,
  * rows not a multiple of 4, n = 1..9 tokens), plus thread-count invariance of the driver, and
- * the AVX-512 attention row kernel against a double-precision softmax attention. */
+ * the AVX-512 attention row kernels (row and transposed-K forms) against a double-precision
+ * softmax attention. */
 #include "core/core.h"
 #include "core/half.h"
 #include "core/rng.h"
@@ -136,7 +137,8 @@ int main(int argc, char **argv)
         static const int hds[] = {16, 48, 64, 128};
         static const int nks[] = {1, 7, 300};
         float *K = tq_malloc(300 * 128 * 4), *V = tq_malloc(300 * 128 * 4);
-        float q[128], o[128], sc[300];
+        float *Kt = tq_malloc((128 * 320 + 64) * 4);
+        float q[128], o[128], o2[128], sc[320];
         double ref[128], p[300];
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 3; b++) {
@@ -164,16 +166,23 @@ int main(int argc, char **argv)
                         ref[i] += p[t] / sum * V[t * hd + i];
                 }
                 tq_attn_row_avx512(q, K, V, nk, hd, scale, sc, o);
-                double num = 0, den = 0;
+                const int64_t ldt = (nk + 63) / 64 * 64;
+                tq_attn_transpose_avx512(K, nk, hd, Kt, ldt);
+                tq_attn_row_t_avx512(q, Kt, ldt, V, nk, hd, scale, sc, o2);
+                double num = 0, num2 = 0, den = 0;
                 for (int i = 0; i < hd; i++) {
                     num += (o[i] - ref[i]) * (o[i] - ref[i]);
+                    num2 += (o2[i] - ref[i]) * (o2[i] - ref[i]);
                     den += ref[i] * ref[i];
                 }
                 CHECK(num <= 1e-10 * den, "attn_row_avx512 hd=%d keys=%d nmse=%.3g", hd, nk,
                       num / den);
+                CHECK(num2 <= 1e-10 * den, "attn_row_t_avx512 hd=%d keys=%d nmse=%.3g", hd, nk,
+                      num2 / den);
             }
         tq_free(K);
         tq_free(V);
+        tq_free(Kt);
     }
     /* prefill through OpenBLAS (forced): identical bytes for 1, 2 and 3 threads */
     setenv("TQ_GEMM", "openblas", 1);

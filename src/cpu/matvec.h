@@ -84,5 +84,11 @@ void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *
  * version and the choice are in src/model/kvcache.c. */
 void tq_attn_row_avx512(const float *q, const float *K, const float *V, int64_t n_keys, int hd,
                         float scale, float *sc, float *out);
+/* tq_attn_transpose_avx512() -- Kt (hd, ldt) = K(n_win, hd)^T, columns n_win..ldt zeroed;
+ * ldt is a multiple of 64 >= n_win. tq_attn_row_t_avx512() -- the same row as
+ * tq_attn_row_avx512() with scores from Kt (sc must hold n_keys rounded up to 64). */
+void tq_attn_transpose_avx512(const float *K, int64_t n_win, int hd, float *Kt, int64_t ldt);
+void tq_attn_row_t_avx512(const float *q, const float *Kt, int64_t ldt, const float *V,
+                          int64_t n_keys, int hd, float scale, float *sc, float *out);
 
 #endif /* TQ_MATVEC_H */

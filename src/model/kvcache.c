@@ -135,6 +135,8 @@ typedef struct att_job {
     int64_t qblk;    /* queries per unit */
     int64_t n_qb;    /* query blocks     */
     attn_row_fn row; /* f32 row kernel   */
+    int use_kt;      /* AVX-512 transposed-K form (prefill); chosen from n_q, never from the
+                      * thread count, so results do not depend on it */
 } att_job;
 
 static void att_task(void *ctx, int ith, int nth)
@@ -143,8 +145,10 @@ static void att_task(void *ctx, int ith, int nth)
     const tq_kvcache *c = j->c;
     const int hd = c->head_dim, nh = c->n_heads, group = c->n_heads / c->n_kv_heads;
     const tq_kv_kind kind = c->scheme.kind;
+    const int64_t ctx64 = (c->n_ctx + 63) & ~(int64_t)63;
     float *sc = c->scratch + (size_t)ith * c->scratch_floats;
-    float *Kf = sc + c->n_ctx, *Vf = Kf + (size_t)c->n_ctx * hd;
+    float *Kf = sc + ctx64, *Vf = Kf + (size_t)c->n_ctx * hd;
+    float *Kt = kind == TQ_KV_F32 ? Kf : Vf + (size_t)c->n_ctx * hd;
     int64_t u0, u1;
     tq_split_range((int64_t)c->n_kv_heads * j->n_qb, ith, nth, &u0, &u1);
     for (int64_t u = u0; u < u1; u++) {
@@ -174,12 +178,22 @@ static void att_task(void *ctx, int ith, int nth)
             K = Kf;
             V = Vf;
         }
+        const int64_t ldt = (n_win + 63) & ~(int64_t)63;
+        if (j->use_kt)
+            tq_attn_transpose_avx512(K, n_win, hd, Kt, ldt);
         for (int64_t i = i0; i < i1; i++) {
             const int64_t p = j->pos0 + i;
             const int64_t lo = W && p + 1 > W ? p + 1 - W : 0;
-            for (int h = g * group; h < (g + 1) * group; h++)
-                j->row(j->q + (i * nh + h) * hd, K + (lo - lo0) * hd, V + (lo - lo0) * hd,
-                       p - lo + 1, hd, c->scale, sc, j->out + (i * nh + h) * hd);
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                const float *q = j->q + (i * nh + h) * hd;
+                float *o = j->out + (i * nh + h) * hd;
+                if (j->use_kt)
+                    tq_attn_row_t_avx512(q, Kt + (lo - lo0), ldt, V + (lo - lo0) * hd,
+                                         p - lo + 1, hd, c->scale, sc, o);
+                else
+                    j->row(q, K + (lo - lo0) * hd, V + (lo - lo0) * hd, p - lo + 1, hd,
+                           c->scale, sc, o);
+            }
         }
     }
 }
@@ -198,8 +212,10 @@ static void kv_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_
     const int64_t qblk = (n_q + n_qb - 1) / n_qb;
     att_job j = {.c = c, .il = il, .q = q, .n_q = n_q, .pos0 = pos0, .out = out, .qblk = qblk,
                  .n_qb = (n_q + qblk - 1) / qblk, .row = attend_row};
-    if (tq_cpu_isa() >= TQ_ISA_AVX512 && c->head_dim % 16 == 0)
+    if (tq_cpu_isa() >= TQ_ISA_AVX512 && c->head_dim % 16 == 0) {
         j.row = tq_attn_row_avx512;
+        j.use_kt = n_q >= 4;
+    }
     tq_pool_run(nth > 1 ? pool : NULL, att_task, &j);
 }
 
@@ -263,14 +279,19 @@ tq_status tq_kvcache_create(tq_kv_scheme scheme, int n_layers, int n_heads, int 
         if (!c->k[l] || !c->v[l])
             goto nomem;
     }
-    /* scores (n_ctx) + unless rows are f32, a K and a V window (2 * n_ctx * head_dim) */
-    if (!tq_mul_ok((size_t)n_ctx, scheme.kind == TQ_KV_F32 ? 1 : 1 + 2 * (size_t)head_dim, &sf))
+    /* per thread: scores (n_ctx rounded up to 64), unless rows are f32 a K and a V window
+     * (2 * n_ctx * head_dim), and the transposed K window (head_dim * ctx64, + 64 for the
+     * kernel's over-read of its last row) */
+    const size_t ctx64 = ((size_t)n_ctx + 63) & ~(size_t)63;
+    if (!tq_mul_ok(ctx64, 1 + (size_t)head_dim, &sf) ||
+        !tq_add_ok(sf, 64 + (scheme.kind == TQ_KV_F32 ? 0 : 2 * (size_t)n_ctx * head_dim), &sf))
         goto nomem;
     sf = (sf + 15) & ~(size_t)15;
     c->scratch_floats = sf;
     if (!tq_mul_ok(sf * sizeof(float), (size_t)n_threads, &sbytes) ||
         !(c->scratch = tq_aligned_alloc(sbytes)))
         goto nomem;
+    memset(c->scratch, 0, sbytes);
     *out = c;
     return TQ_OK;
 nomem:
