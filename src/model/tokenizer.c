@@ -11,6 +11,7 @@
  * WikiText never go quadratic. Pair ranks live in an open-addressing hash keyed by (left, right).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tok_internal.h"
@@ -402,33 +403,35 @@ tq_status tok_add_regex(tq_tokenizer *t, const char *pattern)
     return TQ_OK;
 }
 
-/* Added tokens ordered by first byte, then longest first (leftmost-longest matching). */
-static bool added_before(const tq_tokenizer *t, int32_t a, int32_t b)
+/* Added tokens ordered by first byte, then longest first (leftmost-longest matching), then id:
+ * one 64-bit key per token (first byte | 2^24 - 1 - length | id), sorted ascending. */
+static int u64_cmp(const void *a, const void *b)
 {
-    uint32_t la = t->off[a + 1] - t->off[a], lb = t->off[b + 1] - t->off[b];
-    unsigned char fa = (unsigned char)t->text[t->off[a]], fb = (unsigned char)t->text[t->off[b]];
-    if (fa != fb)
-        return fa < fb;
-    if (la != lb)
-        return la > lb;
-    return a < b;
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
-static void added_sort(const tq_tokenizer *t, int32_t *ids, int32_t n)
+static tq_status added_sort(const tq_tokenizer *t, int32_t *ids, int32_t n)
 {
-    for (int32_t i = 1; i < n; i++) { /* insertion sort: a few hundred entries, load time */
-        int32_t v = ids[i], j = i;
-        while (j > 0 && added_before(t, v, ids[j - 1])) {
-            ids[j] = ids[j - 1];
-            j--;
-        }
-        ids[j] = v;
+    uint64_t *key = tq_malloc(((size_t)n + 1) * sizeof(uint64_t));
+    if (!key)
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", t->name);
+    for (int32_t i = 0; i < n; i++) {
+        const uint32_t len = t->off[ids[i] + 1] - t->off[ids[i]]; /* <= 1 MiB (tok_set_token) */
+        key[i] = (uint64_t)(unsigned char)t->text[t->off[ids[i]]] << 56 |
+                 (uint64_t)(0xFFFFFFu - len) << 32 | (uint32_t)ids[i];
     }
+    qsort(key, (size_t)n, sizeof(uint64_t), u64_cmp);
+    for (int32_t i = 0; i < n; i++)
+        ids[i] = (int32_t)(uint32_t)key[i];
+    tq_free(key);
+    return TQ_OK;
 }
 
 tq_status tok_finish(tq_tokenizer *t)
 {
     int32_t n = 0;
+    tq_status st;
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
         t->byte_id[b] = -1;
@@ -450,7 +453,8 @@ tq_status tok_finish(tq_tokenizer *t)
     for (int32_t i = 0; i < t->n_vocab; i++)
         if ((t->tflag[i] & TOKF_ADDED) && t->off[i + 1] > t->off[i])
             t->added[t->n_added++] = i;
-    added_sort(t, t->added, t->n_added);
+    if ((st = added_sort(t, t->added, t->n_added)))
+        return st;
     for (int b = 0, k = 0; b <= 256; b++) {
         while (k < t->n_added && (unsigned char)t->text[t->off[t->added[k]]] < b)
             k++;
