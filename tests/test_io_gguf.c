@@ -37,7 +37,8 @@ static void test_sha256(void)
     sha256_init(&s);
     sha256_update(&s, "abc", 3);
     sha256_hex(&s, hex);
-    CHECK(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "%s", hex);
+    CHECK(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "%s",
+          hex);
 }
 
 static void test_metadata(const tq_gguf *g)
@@ -63,27 +64,33 @@ static void test_metadata(const tq_gguf *g)
     CHECK(tq_gguf_get_f32(g, "test.f32", &f) == TQ_OK && f == 1.5f, "f32");
     CHECK(tq_gguf_get_bool(g, "test.bool", &b) == TQ_OK && b == 1, "bool");
     CHECK(tq_gguf_get_str(g, "test.string", &s, &len) == TQ_OK && len == 6 &&
-          !strcmp(s, "h\xc3\xa9llo"), "string");
+              !strcmp(s, "h\xc3\xa9llo"),
+          "string");
     CHECK(tq_gguf_get_i64(g, "test.u64", &i64) == TQ_E_FORMAT, "u64 above INT64_MAX must fail");
     CHECK(tq_gguf_get_i64(g, "test.i64", &i64) == TQ_OK && i64 == -(1ll << 40), "i64");
     CHECK(tq_gguf_get_f32(g, "test.f64", &f) == TQ_OK && f == 0.1f, "f64");
     CHECK(tq_gguf_get_str(g, "test.f32", &s, &len) == TQ_E_FORMAT, "type mismatch");
     CHECK(tq_gguf_get_i64(g, "no.such.key", &i64) == TQ_E_ARG &&
-          strstr(tq_last_error(), "no.such.key"), "missing key names it: %s", tq_last_error());
+              strstr(tq_last_error(), "no.such.key"),
+          "missing key names it: %s", tq_last_error());
     CHECK(tq_gguf_get_arr(g, "test.arr_i32", &t, &n) == TQ_OK && t == TQ_GGUF_I32 && n == 3, "arr");
     CHECK(tq_gguf_get_arr_i32(g, "test.arr_i32", arr, 8) == TQ_OK && arr[0] == 1 && arr[1] == -2 &&
-          arr[2] == 3, "arr_i32");
+              arr[2] == 3,
+          "arr_i32");
     CHECK(tq_gguf_get_arr_i32(g, "test.arr_i32", arr, 2) == TQ_E_OVERFLOW, "small buffer");
     CHECK(tq_gguf_get_arr_f32(g, "test.arr_f32", farr, 4) == TQ_OK && farr[0] == 0.5f &&
-          farr[1] == -0.25f, "arr_f32");
+              farr[1] == -0.25f,
+          "arr_f32");
     CHECK(tq_gguf_get_arr(g, "test.nested", &t, &n) == TQ_OK && t == TQ_GGUF_ARRAY && n == 2,
           "nested array: type %d n %lld", t, (long long)n);
     const int64_t ki = tq_gguf_find_key(g, "test.nested");
     CHECK(tq_gguf_kv_type(g, ki) == TQ_GGUF_ARRAY && tq_gguf_kv_arr_len(g, ki) == 2, "kv by index");
     CHECK(tq_gguf_get_arr_str(g, "tokenizer.ggml.tokens", 3, &s, &len) == TQ_OK && len == 2 &&
-          !memcmp(s, "bc", 2), "string array element");
+              !memcmp(s, "bc", 2),
+          "string array element");
     CHECK(tq_gguf_get_arr_str(g, "tokenizer.ggml.merges", 1, &s, &len) == TQ_OK && len == 3 &&
-          !memcmp(s, "b c", 3), "merges");
+              !memcmp(s, "b c", 3),
+          "merges");
     CHECK(tq_gguf_get_arr_str(g, "tokenizer.ggml.tokens", 4, &s, &len) == TQ_E_ARG, "index range");
 }
 
@@ -107,7 +114,8 @@ static void test_dequant_ref(const tq_gguf *g, const char *ref)
         for (int isa = 0; isa < TQ_ISA_COUNT; isa++) {
             sha256 s;
             memset(x, 0xff, (size_t)ne * 4);
-            CHECK(tq_ggml_dequant_isa((tq_isa)isa, info.type, info.data, info.nbytes, x, ne) == TQ_OK,
+            CHECK(tq_ggml_dequant_isa((tq_isa)isa, info.type, info.data, info.nbytes, x, ne) ==
+                      TQ_OK,
                   "%s", tq_last_error());
             sha256_init(&s);
             sha256_update(&s, x, (size_t)ne * 4);
@@ -141,8 +149,8 @@ static void test_dequant_hand(void)
     CHECK(tq_ggml_dequant(TQ_GGML_Q8_0, q80, sizeof(q80), y, 32) == TQ_OK, "q8_0");
     for (int j = 0; j < 32; j++)
         CHECK(y[j] == 2.0f * (float)(j * 8 - 128), "q8_0 %d", j);
-    q51[0] = 0x00, q51[1] = 0x3c; /* d = 1 */
-    q51[2] = 0x00, q51[3] = 0xbc; /* m = -1 */
+    q51[0] = 0x00, q51[1] = 0x3c;                               /* d = 1 */
+    q51[2] = 0x00, q51[3] = 0xbc;                               /* m = -1 */
     q51[4] = 0xff, q51[5] = 0x00, q51[6] = 0x00, q51[7] = 0x80; /* bits 0-7 and 31 set */
     for (int j = 0; j < 16; j++)
         q51[8 + j] = (uint8_t)(3 | 5 << 4);
@@ -154,7 +162,8 @@ static void test_dequant_hand(void)
     CHECK(tq_ggml_dequant(TQ_GGML_Q4_0, q40, sizeof(q40), y, 31) == TQ_E_FORMAT, "partial block");
     CHECK(tq_ggml_dequant(TQ_GGML_Q4_0, q40, 17, y, 32) == TQ_E_ARG, "short source");
     CHECK(tq_ggml_dequant(TQ_GGML_Q2_K, q40, 18, y, 256) == TQ_E_UNSUPPORTED &&
-          strstr(tq_last_error(), "Q2_K"), "unsupported type named: %s", tq_last_error());
+              strstr(tq_last_error(), "Q2_K"),
+          "unsupported type named: %s", tq_last_error());
 }
 
 static void test_weights(void)
@@ -169,27 +178,33 @@ static void test_weights(void)
         goto out;
     const tq_model_config *c = tq_weights_config(wg);
     CHECK(c->arch == TQ_ARCH_LLAMA && c->n_layers == 1 && c->hidden == 8 && c->n_heads == 2 &&
-          c->n_kv_heads == 1 && c->head_dim == 4 && c->ffn_hidden == 16 && c->vocab == 4 &&
-          c->rope_theta == 500000.0f && c->rms_eps == 1e-5f && c->bos_id == 0 && c->eos_id == 1 &&
-          c->max_ctx == 128 && c->tied_embeddings == 1 && c->rope_order == TQ_ROPE_NEOX,
+              c->n_kv_heads == 1 && c->head_dim == 4 && c->ffn_hidden == 16 && c->vocab == 4 &&
+              c->rope_theta == 500000.0f && c->rms_eps == 1e-5f && c->bos_id == 0 &&
+              c->eos_id == 1 && c->max_ctx == 128 && c->tied_embeddings == 1 &&
+              c->rope_order == TQ_ROPE_NEOX,
           "gguf config");
     const tq_model_config *cs = tq_weights_config(ws);
     CHECK(cs->arch == TQ_ARCH_LLAMA && cs->head_dim == 4 && cs->n_kv_heads == 1 &&
-          cs->rope_scaling == TQ_ROPE_SCALING_LLAMA3 && cs->rope_factor == 32.0f &&
-          cs->rope_low_freq_factor == 1.0f && cs->rope_high_freq_factor == 4.0f &&
-          cs->rope_orig_max_pos == 8192 && cs->eos_id == 1 && cs->bos_id == 0 &&
-          cs->tied_embeddings == 1, "json config");
+              cs->rope_scaling == TQ_ROPE_SCALING_LLAMA3 && cs->rope_factor == 32.0f &&
+              cs->rope_low_freq_factor == 1.0f && cs->rope_high_freq_factor == 4.0f &&
+              cs->rope_orig_max_pos == 8192 && cs->eos_id == 1 && cs->bos_id == 0 &&
+              cs->tied_embeddings == 1,
+          "json config");
     CHECK(tq_weights_get(wg, "model.layers.0.self_attn.q_proj.weight", &t) == TQ_OK &&
-          t.shape[0] == 8 && t.shape[1] == 8 && !strcmp(t.src_name, "blk.0.attn_q.weight"),
+              t.shape[0] == 8 && t.shape[1] == 8 && !strcmp(t.src_name, "blk.0.attn_q.weight"),
           "hf name of attn_q");
     CHECK(tq_weights_read(wg, "model.layers.0.self_attn.q_proj.weight", TQ_DTYPE_F32, qg,
-                          sizeof(qg)) == TQ_OK, "%s", tq_last_error());
+                          sizeof(qg)) == TQ_OK,
+          "%s", tq_last_error());
     CHECK(tq_weights_read(wg, "model.layers.0.self_attn.k_proj.weight", TQ_DTYPE_F32, kg,
-                          sizeof(kg)) == TQ_OK, "%s", tq_last_error());
+                          sizeof(kg)) == TQ_OK,
+          "%s", tq_last_error());
     CHECK(tq_weights_read(ws, "model.layers.0.self_attn.q_proj.weight", TQ_DTYPE_F32, qs,
-                          sizeof(qs)) == TQ_OK, "%s", tq_last_error());
+                          sizeof(qs)) == TQ_OK,
+          "%s", tq_last_error());
     CHECK(tq_weights_read(ws, "model.layers.0.self_attn.k_proj.weight", TQ_DTYPE_F32, ks,
-                          sizeof(ks)) == TQ_OK, "%s", tq_last_error());
+                          sizeof(ks)) == TQ_OK,
+          "%s", tq_last_error());
     for (int r = 0; r < 8; r++)
         for (int col = 0; col < 8; col++) {
             CHECK(qg[r * 8 + col] == (float)(100 * r + col), "gguf q[%d][%d] = %g", r, col,
@@ -202,9 +217,11 @@ static void test_weights(void)
             CHECK(ks[r * 8 + col] == kg[r * 8 + col], "st k (f16) == gguf k at [%d][%d]", r, col);
         }
     CHECK(tq_weights_read(wg, "model.layers.0.self_attn.q_proj.weight", TQ_DTYPE_BF16, qb,
-                          sizeof(qb)) == TQ_OK, "bf16 out");
+                          sizeof(qb)) == TQ_OK,
+          "bf16 out");
     for (int i = 0; i < 64; i++) {
-        /* bf16 RNE of 100*r+c: values < 800 need <= 10 significant bits, so exact except rounding */
+        /* bf16 RNE of 100*r+c: values < 800 need <= 10 significant bits, so exact except rounding
+         */
         uint32_t u;
         float v = (float)(100 * (i / 8) + i % 8);
         memcpy(&u, &v, 4);
@@ -212,9 +229,11 @@ static void test_weights(void)
         CHECK(qb[i] == (uint16_t)u, "bf16 q %d: %04x vs %04x", i, qb[i], (unsigned)u);
     }
     CHECK(tq_weights_read(wg, "model.layers.0.self_attn.q_proj.weight", TQ_DTYPE_F32, qg, 10) ==
-          TQ_E_ARG, "small buffer refused");
+              TQ_E_ARG,
+          "small buffer refused");
     CHECK(tq_weights_read(wg, "nope", TQ_DTYPE_F32, qg, sizeof(qg)) == TQ_E_ARG &&
-          strstr(tq_last_error(), "nope"), "missing tensor named");
+              strstr(tq_last_error(), "nope"),
+          "missing tensor named");
 out:
     tq_weights_free(wg);
     tq_weights_free(ws);
@@ -321,7 +340,7 @@ static void test_truncations(const char *path, int gguf)
  * speed relative to scalar is printed (median of 5, same run). */
 static void test_vector_vs_scalar(void)
 {
-    static const int types[] = {TQ_GGML_F16, TQ_GGML_BF16, TQ_GGML_Q4_0, TQ_GGML_Q4_1,
+    static const int types[] = {TQ_GGML_F16,  TQ_GGML_BF16, TQ_GGML_Q4_0, TQ_GGML_Q4_1,
                                 TQ_GGML_Q5_0, TQ_GGML_Q5_1, TQ_GGML_Q8_0, TQ_GGML_Q4_K,
                                 TQ_GGML_Q5_K, TQ_GGML_Q6_K};
     const int64_t n = 256 * 1024;

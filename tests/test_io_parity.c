@@ -62,7 +62,8 @@ static void run_model(const char *model, const char *ref)
         float *x = malloc((size_t)n * 4);
         for (int isa = 0; isa <= TQ_ISA_AVX2; isa++) {
             const uint64_t t0 = now_ns();
-            CHECK(tq_ggml_dequant_isa((tq_isa)isa, info.type, info.data, info.nbytes, x, n) == TQ_OK,
+            CHECK(tq_ggml_dequant_isa((tq_isa)isa, info.type, info.data, info.nbytes, x, n) ==
+                      TQ_OK,
                   "%s", tq_last_error());
             ns[isa] += now_ns() - t0;
             hash_f32(x, n, got);
@@ -104,26 +105,31 @@ static void check_configs(void)
     tq_weights *w = NULL;
     if (tq_weights_open("models/SmolLM2-135M-Instruct.Q4_1.gguf", &w) == TQ_OK) {
         const tq_model_config *c = tq_weights_config(w);
-        CHECK(c->arch == TQ_ARCH_LLAMA && c->n_layers == 30 && c->hidden == 576 && c->n_heads == 9 &&
-              c->n_kv_heads == 3 && c->head_dim == 64 && c->ffn_hidden == 1536 &&
-              c->vocab == 49152 && c->max_ctx == 8192 && c->rope_theta == 100000.0f &&
-              c->rms_eps == 1e-5f && c->bos_id == 1 && c->eos_id == 2 && c->tied_embeddings == 1 &&
-              c->qk_norm == 0 && c->qkv_bias == 0 && c->sliding_window == 0, "smollm2 config");
+        CHECK(c->arch == TQ_ARCH_LLAMA && c->n_layers == 30 && c->hidden == 576 &&
+                  c->n_heads == 9 && c->n_kv_heads == 3 && c->head_dim == 64 &&
+                  c->ffn_hidden == 1536 && c->vocab == 49152 && c->max_ctx == 8192 &&
+                  c->rope_theta == 100000.0f && c->rms_eps == 1e-5f && c->bos_id == 1 &&
+                  c->eos_id == 2 && c->tied_embeddings == 1 && c->qk_norm == 0 &&
+                  c->qkv_bias == 0 && c->sliding_window == 0,
+              "smollm2 config");
     }
     tq_weights_free(w);
     w = NULL;
     if (tq_weights_open("models/gemma-3-270m-q4_k_m.gguf", &w) == TQ_OK) {
         const tq_model_config *c = tq_weights_config(w);
-        CHECK(c->arch == TQ_ARCH_GEMMA3 && c->n_layers == 18 && c->hidden == 640 && c->n_heads == 4 &&
-              c->n_kv_heads == 1 && c->head_dim == 256 && c->ffn_hidden == 2048 &&
-              c->vocab == 262144 && c->max_ctx == 32768 && c->rope_theta == 1000000.0f &&
-              c->rope_theta_local == 10000.0f && c->rms_eps == 1e-6f && c->sliding_window == 512 &&
-              c->sliding_window_pattern == 6 && c->bos_id == 2 && c->eos_id == 1 &&
-              c->tied_embeddings == 1 && c->qk_norm == 1 && c->norm_plus_one == 0 &&
-              c->query_pre_attn_scalar == 256.0f && c->act_gelu == 1, "gemma3 config");
+        CHECK(c->arch == TQ_ARCH_GEMMA3 && c->n_layers == 18 && c->hidden == 640 &&
+                  c->n_heads == 4 && c->n_kv_heads == 1 && c->head_dim == 256 &&
+                  c->ffn_hidden == 2048 && c->vocab == 262144 && c->max_ctx == 32768 &&
+                  c->rope_theta == 1000000.0f && c->rope_theta_local == 10000.0f &&
+                  c->rms_eps == 1e-6f && c->sliding_window == 512 &&
+                  c->sliding_window_pattern == 6 && c->bos_id == 2 && c->eos_id == 1 &&
+                  c->tied_embeddings == 1 && c->qk_norm == 1 && c->norm_plus_one == 0 &&
+                  c->query_pre_attn_scalar == 256.0f && c->act_gelu == 1,
+              "gemma3 config");
         CHECK(tq_weights_find(w, "model.layers.17.post_feedforward_layernorm.weight") >= 0 &&
-              tq_weights_find(w, "model.layers.0.pre_feedforward_layernorm.weight") >= 0 &&
-              tq_weights_find(w, "lm_head.weight") < 0, "gemma3 HF names");
+                  tq_weights_find(w, "model.layers.0.pre_feedforward_layernorm.weight") >= 0 &&
+                  tq_weights_find(w, "lm_head.weight") < 0,
+              "gemma3 HF names");
     }
     tq_weights_free(w);
 }

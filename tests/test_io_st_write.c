@@ -85,7 +85,8 @@ static tq_status write_case(const char *path, uint64_t shard_bytes)
     for (int i = 0; i < N_SPECS && !st; i++) {
         size_t n;
         uint8_t *p = bytes_of(i, &n);
-        st = tq_st_writer_add(w, specs[i].name, specs[i].dtype, specs[i].n_dims, specs[i].shape, p, n);
+        st = tq_st_writer_add(w, specs[i].name, specs[i].dtype, specs[i].n_dims, specs[i].shape, p,
+                              n);
         free(p);
     }
     if (!st)
@@ -103,7 +104,7 @@ static void check_read(const char *path)
     CHECK(tq_st_n_tensors(st) == N_SPECS, "%lld tensors", (long long)tq_st_n_tensors(st));
     CHECK(tq_st_metadata(st, "format") && !strcmp(tq_st_metadata(st, "format"), "pt"), "format");
     CHECK(tq_st_metadata(st, "tq.note") &&
-          !strcmp(tq_st_metadata(st, "tq.note"), "line1\nline2 \"q\" \\ \x01 \xc3\xa9"),
+              !strcmp(tq_st_metadata(st, "tq.note"), "line1\nline2 \"q\" \\ \x01 \xc3\xa9"),
           "escaped metadata round trip");
     for (int i = 0; i < N_SPECS; i++) {
         const int64_t k = tq_st_find(st, specs[i].name);
@@ -147,7 +148,8 @@ static void write_expected(const char *dir)
         for (int d = 0; d < specs[i].n_dims; d++)
             json_object_array_add(shape, json_object_new_int64(specs[i].shape[d]));
         json_object_object_add(t, "name", json_object_new_string(specs[i].name));
-        json_object_object_add(t, "dtype", json_object_new_string(tq_st_dtype_name(specs[i].dtype)));
+        json_object_object_add(t, "dtype",
+                               json_object_new_string(tq_st_dtype_name(specs[i].dtype)));
         json_object_object_add(t, "shape", shape);
         json_object_object_add(t, "sha256", json_object_new_string(hex));
         json_object_array_add(arr, t);
@@ -193,14 +195,16 @@ int main(int argc, char **argv)
     }
     CHECK(count_files(sharded, ".safetensors") == 3, "3 shards");
     CHECK(count_files(sharded, ".tmp") == 0 && count_files(sharded, ".tq-") == 0 &&
-          count_files(base, ".tmp") == 0 && count_files(base, ".tq-") == 0, "no temporary files left");
+              count_files(base, ".tmp") == 0 && count_files(base, ".tq-") == 0,
+          "no temporary files left");
 
     /* bad calls, and an unfinished writer leaves nothing behind */
     CHECK(tq_st_writer_create(aborted, 0, &w) == TQ_OK, "create");
     CHECK(tq_st_writer_add(w, "a", TQ_ST_F32, 2, shape, x, sizeof(x)) == TQ_OK, "add");
     CHECK(tq_st_writer_add(w, "a", TQ_ST_F32, 2, shape, x, sizeof(x)) == TQ_E_ARG, "duplicate");
     CHECK(tq_st_writer_add(w, "b", TQ_ST_F32, 2, shape, x, 12) == TQ_E_ARG &&
-          strstr(tq_last_error(), "'b'"), "size mismatch named: %s", tq_last_error());
+              strstr(tq_last_error(), "'b'"),
+          "size mismatch named: %s", tq_last_error());
     CHECK(tq_st_writer_add(w, "c", 99, 2, shape, x, sizeof(x)) == TQ_E_ARG, "unknown dtype");
     CHECK(tq_st_writer_set_metadata(w, "__x", "y") == TQ_E_ARG, "reserved key");
     CHECK(count_files(aborted, ".tq-") == 1, "staging file exists while writing");

@@ -52,8 +52,8 @@ static void print_kv(FILE *f, const tq_gguf *g, int64_t i, int json)
     } else if ((t == TQ_GGUF_F32 || t == TQ_GGUF_F64) && tq_gguf_get_f32(g, key, &fv) == TQ_OK) {
         fprintf(f, "%.9g", (double)fv);
     } else if (t == TQ_GGUF_ARRAY) {
-        static const char *names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool",
-                                      "string", "array", "u64", "i64", "f64"};
+        static const char *names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                      "bool", "string", "array", "u64", "i64", "f64"};
         const int at = tq_gguf_kv_arr_type(g, i);
         fprintf(f, json ? "{\"array\":\"%s\",\"len\":%lld}" : "[%s x %lld]",
                 at >= 0 && at < 13 ? names[at] : "?", (long long)tq_gguf_kv_arr_len(g, i));
@@ -147,13 +147,16 @@ static void print_tokenizer(FILE *f, const tq_weights *w, const char *path, int 
         return;
     }
     if (json)
-        fprintf(f, "\"tokenizer\":{\"kind\":\"%s\",\"vocab\":%d,\"bos\":%d,\"eos\":%d,\"eot\":%d,"
-                "\"add_bos\":%s,\"chat_template\":%s}", tq_tokenizer_kind(t),
-                tq_tokenizer_vocab_size(t), tq_tokenizer_bos(t), tq_tokenizer_eos(t),
-                tq_tokenizer_eot(t), tq_tokenizer_add_bos(t) ? "true" : "false",
+        fprintf(f,
+                "\"tokenizer\":{\"kind\":\"%s\",\"vocab\":%d,\"bos\":%d,\"eos\":%d,\"eot\":%d,"
+                "\"add_bos\":%s,\"chat_template\":%s}",
+                tq_tokenizer_kind(t), tq_tokenizer_vocab_size(t), tq_tokenizer_bos(t),
+                tq_tokenizer_eos(t), tq_tokenizer_eot(t),
+                tq_tokenizer_add_bos(t) ? "true" : "false",
                 tq_tokenizer_chat_template(t)[0] ? "true" : "false");
     else
-        fprintf(f, "tokenizer: %s, %d tokens, bos %d, eos %d, eot %d, add_bos %d, chat template %s\n",
+        fprintf(f,
+                "tokenizer: %s, %d tokens, bos %d, eos %d, eot %d, add_bos %d, chat template %s\n",
                 tq_tokenizer_kind(t), tq_tokenizer_vocab_size(t), tq_tokenizer_bos(t),
                 tq_tokenizer_eos(t), tq_tokenizer_eot(t), tq_tokenizer_add_bos(t),
                 tq_tokenizer_chat_template(t)[0] ? "yes" : "no");
@@ -179,15 +182,16 @@ int cmd_inspect(int argc, char **argv)
     FILE *f = stdout;
 
     if (cli_is_help(argc, argv)) {
-        printf("usage: tq inspect PATH [--json] [--no-tensors]\n"
-               "       tq inspect --cpu\n\n"
-               "PATH: a .gguf file, a .safetensors file, a model.safetensors.index.json, or a\n"
-               "Hugging Face directory (config.json + safetensors). Prints architecture and\n"
-               "hyper-parameters, tokenizer summary, GGUF metadata, the tensor table (Hugging Face\n"
-               "name, stored name, type, shape, bytes) and totals.\n"
-               "  --json        one JSON object on stdout, for scripts\n"
-               "  --no-tensors  leave out the per-tensor table\n"
-               "  --cpu         the CPU kernel level in use and the levels this CPU supports\n");
+        printf(
+            "usage: tq inspect PATH [--json] [--no-tensors]\n"
+            "       tq inspect --cpu\n\n"
+            "PATH: a .gguf file, a .safetensors file, a model.safetensors.index.json, or a\n"
+            "Hugging Face directory (config.json + safetensors). Prints architecture and\n"
+            "hyper-parameters, tokenizer summary, GGUF metadata, the tensor table (Hugging Face\n"
+            "name, stored name, type, shape, bytes) and totals.\n"
+            "  --json        one JSON object on stdout, for scripts\n"
+            "  --no-tensors  leave out the per-tensor table\n"
+            "  --cpu         the CPU kernel level in use and the levels this CPU supports\n");
         return 0;
     }
     for (int i = 1; i < argc; i++) {
@@ -198,15 +202,18 @@ int cmd_inspect(int argc, char **argv)
         else if (!strcmp(argv[i], "--cpu"))
             cpu = 1;
         else if (argv[i][0] == '-' && argv[i][1])
-            return fprintf(stderr, "tq inspect: unknown option '%s' (valid: --json, --no-tensors)\n",
-                           argv[i]), 2;
+            return fprintf(stderr,
+                           "tq inspect: unknown option '%s' (valid: --json, --no-tensors)\n",
+                           argv[i]),
+                   2;
         else if (!path)
             path = argv[i];
         else
             return fprintf(stderr, "tq inspect: one PATH only ('%s' is extra)\n", argv[i]), 2;
     }
     if (cpu) {
-        printf("cpu kernels in use: %s (TQ_CPU=scalar|avx2|avx512 lowers it)\nsupported:", tq_isa_name(tq_cpu_isa()));
+        printf("cpu kernels in use: %s (TQ_CPU=scalar|avx2|avx512 lowers it)\nsupported:",
+               tq_isa_name(tq_cpu_isa()));
         for (int i = 0; i < TQ_ISA_COUNT; i++)
             if (tq_cpu_supports((tq_isa)i))
                 printf(" %s", tq_isa_name((tq_isa)i));
@@ -324,7 +331,8 @@ int cmd_inspect(int argc, char **argv)
                     tot[k].type, (long long)tot[k].n, tot[k].bytes, tot[k].params);
         fputs("}}}\n", f);
     } else {
-        fprintf(f, "totals: %lld tensors, %.0f parameters, %.0f bytes (%.2f MiB, %.3f bits/param)\n",
+        fprintf(f,
+                "totals: %lld tensors, %.0f parameters, %.0f bytes (%.2f MiB, %.3f bits/param)\n",
                 (long long)tq_weights_count(w), all_params, all_bytes, all_bytes / 1048576.0,
                 all_params > 0 ? all_bytes * 8 / all_params : 0.0);
         for (int k = 0; k < n_tot; k++)

@@ -5,8 +5,8 @@
  * Shapes here are outermost first like everywhere in turboquant. GGUF stores dimensions the other
  * way round (ggml's ne[0] is the contiguous one); tq_gguf_tensor_info carries both, named apart.
  * Every reader maps the file read-only; pointers into a file stay valid until its handle is freed.
- * Handles are safe to read from several threads at once; after open, only tq_weights_read() (f16/bf16
- * output of GGUF tensors) and the safetensors writer allocate. */
+ * Handles are safe to read from several threads at once; after open, only tq_weights_read()
+ * (f16/bf16 output of GGUF tensors) and the safetensors writer allocate. */
 #ifndef TURBOQUANT_IO_H
 #define TURBOQUANT_IO_H
 #ifdef __cplusplus
@@ -134,8 +134,8 @@ TQ_API tq_status tq_gguf_get_str(const tq_gguf *g, const char *key, const char *
  * tq_gguf_get_arr_f32()/_i32() -- convert a numeric array into dst (cap elements at least the
  * array length, else TQ_E_OVERFLOW). _f32 accepts F32/F64/integers, _i32 integers that fit. */
 TQ_API tq_status tq_gguf_get_arr(const tq_gguf *g, const char *key, int *elem_type, int64_t *n);
-TQ_API tq_status tq_gguf_get_arr_str(const tq_gguf *g, const char *key, int64_t i,
-                                     const char **s, size_t *len);
+TQ_API tq_status tq_gguf_get_arr_str(const tq_gguf *g, const char *key, int64_t i, const char **s,
+                                     size_t *len);
 TQ_API tq_status tq_gguf_get_arr_data(const tq_gguf *g, const char *key, int *elem_type,
                                       const void **data, int64_t *n);
 TQ_API tq_status tq_gguf_get_arr_f32(const tq_gguf *g, const char *key, float *dst, int64_t cap);
@@ -144,15 +144,15 @@ TQ_API tq_status tq_gguf_get_arr_i32(const tq_gguf *g, const char *key, int32_t 
 /* --- tensors --- */
 /* A view of one tensor of a GGUF file (valid while g lives). */
 typedef struct tq_gguf_tensor_info {
-    const char *name;   /* GGUF name, e.g. "blk.0.attn_q.weight" (NUL-terminated)          */
-    int type;           /* tq_ggml_type                                                     */
-    int n_dims;         /* 1..4                                                             */
-    int64_t ne[4];      /* ggml order: ne[0] is the contiguous dimension; unused = 1         */
-    int64_t shape[4];   /* outermost first: shape[n_dims-1] == ne[0]; unused = 0             */
-    int64_t n_elem;     /* product of the dimensions                                        */
-    uint64_t offset;    /* offset inside the data section                                   */
-    size_t nbytes;      /* bytes of the tensor data                                         */
-    const void *data;   /* pointer to the data inside the mapped file                       */
+    const char *name; /* GGUF name, e.g. "blk.0.attn_q.weight" (NUL-terminated) */
+    int type;         /* tq_ggml_type */
+    int n_dims;       /* 1..4 */
+    int64_t ne[4];    /* ggml order: ne[0] is the contiguous dimension; unused = 1 */
+    int64_t shape[4]; /* outermost first: shape[n_dims-1] == ne[0]; unused = 0 */
+    int64_t n_elem;   /* product of the dimensions */
+    uint64_t offset;  /* offset inside the data section */
+    size_t nbytes;    /* bytes of the tensor data */
+    const void *data; /* pointer to the data inside the mapped file */
 } tq_gguf_tensor_info;
 
 /* tq_gguf_n_tensors() -- number of tensors; tq_gguf_find_tensor() -- index by name or -1;
@@ -188,14 +188,14 @@ TQ_API size_t tq_st_dtype_size(int dtype);
 #define TQ_ST_MAX_DIMS 8
 /* A view of one safetensors tensor (valid while the handle lives). */
 typedef struct tq_st_tensor_info {
-    const char *name;              /* tensor name (NUL-terminated)                        */
-    int dtype;                     /* tq_st_dtype                                         */
-    int n_dims;                    /* 0..TQ_ST_MAX_DIMS (0 = scalar)                      */
-    int64_t shape[TQ_ST_MAX_DIMS]; /* outermost first                                     */
-    int64_t n_elem;                /* product of shape (1 for a scalar)                   */
-    size_t nbytes;                 /* n_elem * dtype size                                 */
-    const void *data;              /* inside the mapped shard                             */
-    const char *file;              /* path of the shard that holds it                     */
+    const char *name;              /* tensor name (NUL-terminated) */
+    int dtype;                     /* tq_st_dtype */
+    int n_dims;                    /* 0..TQ_ST_MAX_DIMS (0 = scalar) */
+    int64_t shape[TQ_ST_MAX_DIMS]; /* outermost first */
+    int64_t n_elem;                /* product of shape (1 for a scalar) */
+    size_t nbytes;                 /* n_elem * dtype size */
+    const void *data;              /* inside the mapped shard */
+    const char *file;              /* path of the shard that holds it */
 } tq_st_tensor_info;
 
 /* tq_st_open() -- open a .safetensors file, a model.safetensors.index.json, or a directory
@@ -269,40 +269,40 @@ typedef enum tq_rope_order { TQ_ROPE_NEOX = 0, TQ_ROPE_NORM = 1 } tq_rope_order;
  * source does not give keep the architecture's default (documented per field). */
 typedef struct tq_model_config {
     tq_arch arch;
-    char arch_name[32];         /* as the source spells it ("llama", "Gemma3ForCausalLM" -> "gemma3") */
-    int n_layers;               /* decoder blocks                                            */
-    int hidden;                 /* residual width                                            */
-    int n_heads;                /* query heads                                               */
-    int n_kv_heads;             /* key/value heads (GQA); = n_heads if not given             */
-    int head_dim;               /* from the source when given, else hidden / n_heads         */
-    int ffn_hidden;             /* MLP intermediate size                                     */
-    int vocab;                  /* vocabulary size (rows of the embedding)                   */
-    int64_t max_ctx;            /* max_position_embeddings / context_length                  */
-    float rope_theta;           /* base frequency of global layers                           */
-    float rope_theta_local;     /* base of sliding-window layers (gemma3: 10000); else = theta */
-    int rope_dim;               /* rotated dimensions per head (= head_dim unless partial)    */
-    tq_rope_order rope_order;   /* for HF-layout weights; always NEOX for these arches       */
+    char arch_name[32];     /* as the source spells it ("llama", "Gemma3ForCausalLM" -> "gemma3") */
+    int n_layers;           /* decoder blocks */
+    int hidden;             /* residual width */
+    int n_heads;            /* query heads */
+    int n_kv_heads;         /* key/value heads (GQA); = n_heads if not given */
+    int head_dim;           /* from the source when given, else hidden / n_heads */
+    int ffn_hidden;         /* MLP intermediate size */
+    int vocab;              /* vocabulary size (rows of the embedding) */
+    int64_t max_ctx;        /* max_position_embeddings / context_length */
+    float rope_theta;       /* base frequency of global layers */
+    float rope_theta_local; /* base of sliding-window layers (gemma3: 10000); else = theta */
+    int rope_dim;           /* rotated dimensions per head (= head_dim unless partial) */
+    tq_rope_order rope_order; /* for HF-layout weights; always NEOX for these arches */
     tq_rope_scaling rope_scaling;
-    float rope_factor;          /* linear/llama3/yarn factor (1 if none)                     */
-    float rope_low_freq_factor; /* llama3                                                    */
-    float rope_high_freq_factor;/* llama3                                                    */
-    int64_t rope_orig_max_pos;  /* llama3/yarn original_max_position_embeddings             */
-    float rms_eps;              /* RMSNorm epsilon                                           */
-    int tied_embeddings;        /* lm_head shares model.embed_tokens.weight                  */
-    int qkv_bias;               /* q/k/v projections have biases (qwen2)                     */
-    int qk_norm;                /* per-head RMSNorm on q and k (qwen3, gemma3)               */
-    int norm_plus_one;          /* every RMSNorm (q/k norms too) multiplies by (1 + w): gemma3
-                                 * from config.json. 0 for gemma3 GGUF, whose converter already
-                                 * stored w + 1 (delivered as stored: exact)                  */
-    int sliding_window;         /* tokens in the window of sliding layers, 0 = none          */
-    int sliding_window_pattern; /* every Nth layer is global (gemma3: 6), 0 = all global     */
-    float query_pre_attn_scalar;/* gemma3: attention scale is 1/sqrt(this); 0 = head_dim      */
-    float final_logit_softcap;  /* 0 = none                                                  */
-    float attn_logit_softcap;   /* 0 = none                                                  */
-    float embed_scale;          /* multiply embeddings by this (gemma: sqrt(hidden)); else 1 */
-    int act_gelu;               /* MLP activation: 0 = SiLU (swiglu), 1 = GELU tanh (gegelu) */
-    int32_t bos_id;             /* -1 if unknown                                             */
-    int32_t eos_id;             /* -1 if unknown                                             */
+    float rope_factor;           /* linear/llama3/yarn factor (1 if none) */
+    float rope_low_freq_factor;  /* llama3 */
+    float rope_high_freq_factor; /* llama3 */
+    int64_t rope_orig_max_pos;   /* llama3/yarn original_max_position_embeddings */
+    float rms_eps;               /* RMSNorm epsilon */
+    int tied_embeddings;         /* lm_head shares model.embed_tokens.weight */
+    int qkv_bias;                /* q/k/v projections have biases (qwen2) */
+    int qk_norm;                 /* per-head RMSNorm on q and k (qwen3, gemma3) */
+    int norm_plus_one;           /* every RMSNorm (q/k norms too) multiplies by (1 + w): gemma3
+                                  * from config.json. 0 for gemma3 GGUF, whose converter already
+                                  * stored w + 1 (delivered as stored: exact) */
+    int sliding_window;          /* tokens in the window of sliding layers, 0 = none */
+    int sliding_window_pattern;  /* every Nth layer is global (gemma3: 6); 0: all slide */
+    float query_pre_attn_scalar; /* gemma3: attention scale is 1/sqrt(this); 0 = head_dim */
+    float final_logit_softcap;   /* 0 = none */
+    float attn_logit_softcap;    /* 0 = none */
+    float embed_scale;           /* multiply embeddings by this (gemma: sqrt(hidden)); else 1 */
+    int act_gelu;                /* MLP activation: 0 = SiLU (swiglu), 1 = GELU tanh (gegelu) */
+    int32_t bos_id;              /* -1 if unknown */
+    int32_t eos_id;              /* -1 if unknown */
 } tq_model_config;
 
 /* tq_model_config_from_gguf() -- fill *cfg from the `<arch>.*` and tokenizer.ggml.* keys. */
@@ -318,17 +318,20 @@ TQ_API int tq_model_config_layer_is_sliding(const tq_model_config *cfg, int il);
 typedef struct tq_weights tq_weights;
 
 /* Source formats and dtypes of a tensor as stored. */
-typedef enum tq_weights_format { TQ_WEIGHTS_GGUF = 0, TQ_WEIGHTS_SAFETENSORS = 1 } tq_weights_format;
+typedef enum tq_weights_format {
+    TQ_WEIGHTS_GGUF = 0,
+    TQ_WEIGHTS_SAFETENSORS = 1
+} tq_weights_format;
 
 /* A tensor as tq_weights presents it (valid while w lives). */
 typedef struct tq_weights_tensor {
-    const char *name;      /* Hugging Face name ("model.layers.3.self_attn.q_proj.weight")     */
-    const char *src_name;  /* name in the file ("blk.3.attn_q.weight" for GGUF)                 */
-    int n_dims;            /* 1..4                                                            */
-    int64_t shape[4];      /* outermost first, HF layout ((out, in) for linear weights)       */
+    const char *name;     /* Hugging Face name ("model.layers.3.self_attn.q_proj.weight") */
+    const char *src_name; /* name in the file ("blk.3.attn_q.weight" for GGUF) */
+    int n_dims;           /* 1..4 */
+    int64_t shape[4];     /* outermost first, HF layout ((out, in) for linear weights) */
     int64_t n_elem;
-    const char *src_type;  /* stored type: "Q4_K", "BF16", ...                                 */
-    size_t src_nbytes;     /* bytes on disk                                                   */
+    const char *src_type; /* stored type: "Q4_K", "BF16", ... */
+    size_t src_nbytes;    /* bytes on disk */
 } tq_weights_tensor;
 
 /* tq_weights_open() -- a .gguf file, a .safetensors file, an index json, or a Hugging Face

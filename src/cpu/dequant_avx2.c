@@ -22,9 +22,11 @@ static inline void store_i8x32_mul(float *y, __m256i q, __m256 d)
     const __m128i lo = _mm256_castsi256_si128(q);
     const __m128i hi = _mm256_extracti128_si256(q, 1);
     _mm256_storeu_ps(y + 0, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
-    _mm256_storeu_ps(y + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+    _mm256_storeu_ps(
+        y + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
     _mm256_storeu_ps(y + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
-    _mm256_storeu_ps(y + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+    _mm256_storeu_ps(
+        y + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
 }
 
 /* y = d * q + m for 32 unsigned bytes q. */
@@ -83,7 +85,8 @@ static void dq_q4_1(const void *src, float *y, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 20, y += 32)
-        store_u8x32_mul_add(y, nibbles(b + 4), _mm256_set1_ps(f16s(b)), _mm256_set1_ps(f16s(b + 2)));
+        store_u8x32_mul_add(y, nibbles(b + 4), _mm256_set1_ps(f16s(b)),
+                            _mm256_set1_ps(f16s(b + 2)));
 }
 
 static void dq_q5_0(const void *src, float *y, int64_t n)
@@ -192,10 +195,16 @@ static void dq_q6_k(const void *src, float *y, int64_t n)
                 const __m128i q1 = _mm256_extracti128_si256(q, 1);
                 const __m256 d0 = _mm256_set1_ps(d * (float)scales[e / 16]);
                 const __m256 d1 = _mm256_set1_ps(d * (float)scales[e / 16 + 1]);
-                _mm256_storeu_ps(y + e, _mm256_mul_ps(d0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0))));
-                _mm256_storeu_ps(y + e + 8, _mm256_mul_ps(d0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q0, 8)))));
-                _mm256_storeu_ps(y + e + 16, _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1))));
-                _mm256_storeu_ps(y + e + 24, _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q1, 8)))));
+                _mm256_storeu_ps(y + e,
+                                 _mm256_mul_ps(d0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0))));
+                _mm256_storeu_ps(
+                    y + e + 8, _mm256_mul_ps(d0, _mm256_cvtepi32_ps(
+                                                     _mm256_cvtepi8_epi32(_mm_srli_si128(q0, 8)))));
+                _mm256_storeu_ps(y + e + 16,
+                                 _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1))));
+                _mm256_storeu_ps(y + e + 24,
+                                 _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                       _mm_srli_si128(q1, 8)))));
             }
         }
     }
@@ -233,16 +242,27 @@ static void dq_bf16(const void *src, float *y, int64_t n)
 tq_dequant_fn tq_dequant_kernel_avx2(int type)
 {
     switch (type) {
-    case TQ_GGML_F16: return dq_f16;
-    case TQ_GGML_BF16: return dq_bf16;
-    case TQ_GGML_Q4_0: return dq_q4_0;
-    case TQ_GGML_Q4_1: return dq_q4_1;
-    case TQ_GGML_Q5_0: return dq_q5_0;
-    case TQ_GGML_Q5_1: return dq_q5_1;
-    case TQ_GGML_Q8_0: return dq_q8_0;
-    case TQ_GGML_Q4_K: return dq_q4_k;
-    case TQ_GGML_Q5_K: return dq_q5_k;
-    case TQ_GGML_Q6_K: return dq_q6_k;
-    default: return NULL; /* F32: the scalar copy is already memory-bound */
+    case TQ_GGML_F16:
+        return dq_f16;
+    case TQ_GGML_BF16:
+        return dq_bf16;
+    case TQ_GGML_Q4_0:
+        return dq_q4_0;
+    case TQ_GGML_Q4_1:
+        return dq_q4_1;
+    case TQ_GGML_Q5_0:
+        return dq_q5_0;
+    case TQ_GGML_Q5_1:
+        return dq_q5_1;
+    case TQ_GGML_Q8_0:
+        return dq_q8_0;
+    case TQ_GGML_Q4_K:
+        return dq_q4_k;
+    case TQ_GGML_Q5_K:
+        return dq_q5_k;
+    case TQ_GGML_Q6_K:
+        return dq_q6_k;
+    default:
+        return NULL; /* F32: the scalar copy is already memory-bound */
     }
 }

@@ -12,12 +12,18 @@
 const char *tq_arch_name(tq_arch a)
 {
     switch (a) {
-    case TQ_ARCH_LLAMA: return "llama";
-    case TQ_ARCH_MISTRAL: return "mistral";
-    case TQ_ARCH_QWEN2: return "qwen2";
-    case TQ_ARCH_QWEN3: return "qwen3";
-    case TQ_ARCH_GEMMA3: return "gemma3";
-    default: return "unknown";
+    case TQ_ARCH_LLAMA:
+        return "llama";
+    case TQ_ARCH_MISTRAL:
+        return "mistral";
+    case TQ_ARCH_QWEN2:
+        return "qwen2";
+    case TQ_ARCH_QWEN3:
+        return "qwen3";
+    case TQ_ARCH_GEMMA3:
+        return "gemma3";
+    default:
+        return "unknown";
     }
 }
 
@@ -52,8 +58,10 @@ static void defaults(tq_model_config *c)
 static tq_status finish(tq_model_config *c, const char *src)
 {
     if (c->n_layers <= 0 || c->hidden <= 0 || c->n_heads <= 0)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: missing or invalid layer count / hidden size / head count "
-                       "(%d / %d / %d)", src, c->n_layers, c->hidden, c->n_heads);
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: missing or invalid layer count / hidden size / head count "
+                       "(%d / %d / %d)",
+                       src, c->n_layers, c->hidden, c->n_heads);
     if (c->n_kv_heads <= 0)
         c->n_kv_heads = c->n_heads;
     if (c->n_heads % c->n_kv_heads)
@@ -61,8 +69,10 @@ static tq_status finish(tq_model_config *c, const char *src)
                        c->n_heads, c->n_kv_heads);
     if (c->head_dim <= 0) {
         if (c->hidden % c->n_heads)
-            return TQ_FAIL(TQ_E_FORMAT, "%s: no head_dim and hidden %d is not a multiple of %d "
-                           "heads", src, c->hidden, c->n_heads);
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: no head_dim and hidden %d is not a multiple of %d "
+                           "heads",
+                           src, c->hidden, c->n_heads);
         c->head_dim = c->hidden / c->n_heads;
     }
     if (c->rope_dim <= 0 || c->rope_dim > c->head_dim)
@@ -119,22 +129,38 @@ tq_status tq_model_config_from_gguf(const tq_gguf *g, tq_model_config *c)
         return TQ_FAIL(TQ_E_FORMAT, "%s: no general.architecture string", tq_gguf_path(g));
     snprintf(c->arch_name, sizeof(c->arch_name), "%s", arch);
     c->arch = arch_from(arch);
-    if (gi(g, arch, "block_count", &v)) c->n_layers = (int)v;
-    if (gi(g, arch, "embedding_length", &v)) c->hidden = (int)v;
-    if (gi(g, arch, "feed_forward_length", &v)) c->ffn_hidden = (int)v;
-    if (gi(g, arch, "attention.head_count", &v)) c->n_heads = (int)v;
-    if (gi(g, arch, "attention.head_count_kv", &v)) c->n_kv_heads = (int)v;
-    if (gi(g, arch, "attention.key_length", &v)) c->head_dim = (int)v;
-    if (gi(g, arch, "context_length", &v)) c->max_ctx = v;
-    if (gi(g, arch, "rope.dimension_count", &v)) c->rope_dim = (int)v;
-    if (gi(g, arch, "attention.sliding_window", &v)) c->sliding_window = (int)v;
-    if (gi(g, arch, "attention.sliding_window_pattern", &v)) c->sliding_window_pattern = (int)v;
-    if (gf(g, arch, "rope.freq_base", &f)) c->rope_theta = f;
-    if (gf(g, arch, "attention.layer_norm_rms_epsilon", &f)) c->rms_eps = f;
-    if (gf(g, arch, "final_logit_softcapping", &f)) c->final_logit_softcap = f;
-    if (gf(g, arch, "attn_logit_softcapping", &f)) c->attn_logit_softcap = f;
-    if (gf(g, arch, "rope.scaling.factor", &f)) c->rope_factor = f;
-    if (gi(g, arch, "rope.scaling.original_context_length", &v)) c->rope_orig_max_pos = v;
+    if (gi(g, arch, "block_count", &v))
+        c->n_layers = (int)v;
+    if (gi(g, arch, "embedding_length", &v))
+        c->hidden = (int)v;
+    if (gi(g, arch, "feed_forward_length", &v))
+        c->ffn_hidden = (int)v;
+    if (gi(g, arch, "attention.head_count", &v))
+        c->n_heads = (int)v;
+    if (gi(g, arch, "attention.head_count_kv", &v))
+        c->n_kv_heads = (int)v;
+    if (gi(g, arch, "attention.key_length", &v))
+        c->head_dim = (int)v;
+    if (gi(g, arch, "context_length", &v))
+        c->max_ctx = v;
+    if (gi(g, arch, "rope.dimension_count", &v))
+        c->rope_dim = (int)v;
+    if (gi(g, arch, "attention.sliding_window", &v))
+        c->sliding_window = (int)v;
+    if (gi(g, arch, "attention.sliding_window_pattern", &v))
+        c->sliding_window_pattern = (int)v;
+    if (gf(g, arch, "rope.freq_base", &f))
+        c->rope_theta = f;
+    if (gf(g, arch, "attention.layer_norm_rms_epsilon", &f))
+        c->rms_eps = f;
+    if (gf(g, arch, "final_logit_softcapping", &f))
+        c->final_logit_softcap = f;
+    if (gf(g, arch, "attn_logit_softcapping", &f))
+        c->attn_logit_softcap = f;
+    if (gf(g, arch, "rope.scaling.factor", &f))
+        c->rope_factor = f;
+    if (gi(g, arch, "rope.scaling.original_context_length", &v))
+        c->rope_orig_max_pos = v;
     {
         char key[160];
         const char *s;
@@ -168,8 +194,10 @@ tq_status tq_model_config_from_gguf(const tq_gguf *g, tq_model_config *c)
         c->norm_plus_one = 0;           /* the converter stored w + 1 */
     }
     if (c->arch == TQ_ARCH_UNKNOWN)
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, mistral, "
-                       "qwen2, qwen3, gemma3)", tq_gguf_path(g), arch);
+        return TQ_FAIL(TQ_E_UNSUPPORTED,
+                       "%s: architecture '%s' is not supported (llama, mistral, "
+                       "qwen2, qwen3, gemma3)",
+                       tq_gguf_path(g), arch);
     if (tq_gguf_find_tensor(g, "rope_freqs.weight") >= 0)
         c->rope_scaling = TQ_ROPE_SCALING_LLAMA3; /* factors precomputed into that tensor */
     {
@@ -249,26 +277,42 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
     snprintf(c->arch_name, sizeof(c->arch_name), "%s", mt);
     c->arch = arch_from(mt);
     if (c->arch == TQ_ARCH_UNKNOWN)
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: model_type '%s' is not supported (llama, mistral, "
-                       "qwen2, qwen3, gemma3, gemma3_text)", path, mt);
+        return TQ_FAIL(TQ_E_UNSUPPORTED,
+                       "%s: model_type '%s' is not supported (llama, mistral, "
+                       "qwen2, qwen3, gemma3, gemma3_text)",
+                       path, mt);
     if (c->arch == TQ_ARCH_GEMMA3)
         snprintf(c->arch_name, sizeof(c->arch_name), "gemma3");
-    if (ji(o, "num_hidden_layers", &v)) c->n_layers = (int)v;
-    if (ji(o, "hidden_size", &v)) c->hidden = (int)v;
-    if (ji(o, "intermediate_size", &v)) c->ffn_hidden = (int)v;
-    if (ji(o, "num_attention_heads", &v)) c->n_heads = (int)v;
-    if (ji(o, "num_key_value_heads", &v)) c->n_kv_heads = (int)v;
-    if (ji(o, "head_dim", &v)) c->head_dim = (int)v; /* given: never derived */
-    if (ji(o, "vocab_size", &v)) c->vocab = (int)v;
-    if (ji(o, "max_position_embeddings", &v)) c->max_ctx = v;
-    if (jf(o, "rope_theta", &f)) c->rope_theta = f;
-    if (jf(o, "rope_local_base_freq", &f)) c->rope_theta_local = f;
-    if (jf(o, "rms_norm_eps", &f)) c->rms_eps = f;
-    if (jf(o, "query_pre_attn_scalar", &f)) c->query_pre_attn_scalar = f;
-    if (jf(o, "final_logit_softcapping", &f)) c->final_logit_softcap = f;
-    if (jf(o, "attn_logit_softcapping", &f)) c->attn_logit_softcap = f;
+    if (ji(o, "num_hidden_layers", &v))
+        c->n_layers = (int)v;
+    if (ji(o, "hidden_size", &v))
+        c->hidden = (int)v;
+    if (ji(o, "intermediate_size", &v))
+        c->ffn_hidden = (int)v;
+    if (ji(o, "num_attention_heads", &v))
+        c->n_heads = (int)v;
+    if (ji(o, "num_key_value_heads", &v))
+        c->n_kv_heads = (int)v;
+    if (ji(o, "head_dim", &v))
+        c->head_dim = (int)v; /* given: never derived */
+    if (ji(o, "vocab_size", &v))
+        c->vocab = (int)v;
+    if (ji(o, "max_position_embeddings", &v))
+        c->max_ctx = v;
+    if (jf(o, "rope_theta", &f))
+        c->rope_theta = f;
+    if (jf(o, "rope_local_base_freq", &f))
+        c->rope_theta_local = f;
+    if (jf(o, "rms_norm_eps", &f))
+        c->rms_eps = f;
+    if (jf(o, "query_pre_attn_scalar", &f))
+        c->query_pre_attn_scalar = f;
+    if (jf(o, "final_logit_softcapping", &f))
+        c->final_logit_softcap = f;
+    if (jf(o, "attn_logit_softcapping", &f))
+        c->attn_logit_softcap = f;
     if (jf(o, "partial_rotary_factor", &f) && f > 0 && f < 1)
-        c->rope_dim = -1; /* resolved below once head_dim is known */
+        c->rope_dim = -1;                           /* resolved below once head_dim is known */
     c->tied_embeddings = c->arch == TQ_ARCH_GEMMA3; /* HF default differs per family */
     if (jb(o, "tie_word_embeddings", &b) || jb(root, "tie_word_embeddings", &b))
         c->tied_embeddings = b;
@@ -280,14 +324,16 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
         c->qk_norm = 1;
     if (c->arch == TQ_ARCH_GEMMA3)
         c->norm_plus_one = 1;
-    if (ji(o, "sliding_window", &v)) c->sliding_window = (int)v;
+    if (ji(o, "sliding_window", &v))
+        c->sliding_window = (int)v;
     if (c->arch == TQ_ARCH_QWEN2 || c->arch == TQ_ARCH_QWEN3) {
         int use = 0;
         jb(o, "use_sliding_window", &use);
         if (!use)
             c->sliding_window = 0;
     }
-    if (ji(o, "sliding_window_pattern", &v)) c->sliding_window_pattern = (int)v;
+    if (ji(o, "sliding_window_pattern", &v))
+        c->sliding_window_pattern = (int)v;
     if (json_object_object_get_ex(o, "layer_types", &x) && x &&
         json_object_is_type(x, json_type_array)) {
         const size_t n = json_object_array_length(x);
@@ -299,8 +345,10 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
             }
         }
     }
-    if (ji(o, "bos_token_id", &v) || ji(root, "bos_token_id", &v)) c->bos_id = (int32_t)v;
-    if (ji(o, "eos_token_id", &v) || ji(root, "eos_token_id", &v)) c->eos_id = (int32_t)v;
+    if (ji(o, "bos_token_id", &v) || ji(root, "bos_token_id", &v))
+        c->bos_id = (int32_t)v;
+    if (ji(o, "eos_token_id", &v) || ji(root, "eos_token_id", &v))
+        c->eos_id = (int32_t)v;
     if (json_object_object_get_ex(o, "rope_scaling", &x) && x &&
         json_object_is_type(x, json_type_object)) {
         const char *t = js(x, "rope_type");
@@ -313,12 +361,15 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
         else if (t && !strcmp(t, "yarn"))
             c->rope_scaling = TQ_ROPE_SCALING_YARN;
         else if (t && strcmp(t, "default"))
-            return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: rope_scaling type '%s' is not supported "
-                           "(linear, llama3, yarn)", path, t);
+            return TQ_FAIL(TQ_E_UNSUPPORTED,
+                           "%s: rope_scaling type '%s' is not supported "
+                           "(linear, llama3, yarn)",
+                           path, t);
         jf(x, "factor", &c->rope_factor);
         jf(x, "low_freq_factor", &c->rope_low_freq_factor);
         jf(x, "high_freq_factor", &c->rope_high_freq_factor);
-        if (ji(x, "original_max_position_embeddings", &v)) c->rope_orig_max_pos = v;
+        if (ji(x, "original_max_position_embeddings", &v))
+            c->rope_orig_max_pos = v;
     }
     {
         tq_status st = finish(c, path);

@@ -16,26 +16,16 @@ typedef struct type_info {
 } type_info;
 
 static const type_info types[TQ_GGML_TYPE_LIMIT] = {
-    [TQ_GGML_F32] = {"F32", 1, 4},
-    [TQ_GGML_F16] = {"F16", 1, 2},
-    [TQ_GGML_Q4_0] = {"Q4_0", 32, 18},
-    [TQ_GGML_Q4_1] = {"Q4_1", 32, 20},
-    [TQ_GGML_Q5_0] = {"Q5_0", 32, 22},
-    [TQ_GGML_Q5_1] = {"Q5_1", 32, 24},
-    [TQ_GGML_Q8_0] = {"Q8_0", 32, 34},
-    [TQ_GGML_Q8_1] = {"Q8_1", 32, 36},
-    [TQ_GGML_Q2_K] = {"Q2_K", QK_K, 84},
-    [TQ_GGML_Q3_K] = {"Q3_K", QK_K, 110},
-    [TQ_GGML_Q4_K] = {"Q4_K", QK_K, 144},
-    [TQ_GGML_Q5_K] = {"Q5_K", QK_K, 176},
-    [TQ_GGML_Q6_K] = {"Q6_K", QK_K, 210},
-    [TQ_GGML_Q8_K] = {"Q8_K", QK_K, 292},
-    [TQ_GGML_I8] = {"I8", 1, 1},
-    [TQ_GGML_I16] = {"I16", 1, 2},
-    [TQ_GGML_I32] = {"I32", 1, 4},
-    [TQ_GGML_I64] = {"I64", 1, 8},
-    [TQ_GGML_F64] = {"F64", 1, 8},
-    [TQ_GGML_BF16] = {"BF16", 1, 2},
+    [TQ_GGML_F32] = {"F32", 1, 4},        [TQ_GGML_F16] = {"F16", 1, 2},
+    [TQ_GGML_Q4_0] = {"Q4_0", 32, 18},    [TQ_GGML_Q4_1] = {"Q4_1", 32, 20},
+    [TQ_GGML_Q5_0] = {"Q5_0", 32, 22},    [TQ_GGML_Q5_1] = {"Q5_1", 32, 24},
+    [TQ_GGML_Q8_0] = {"Q8_0", 32, 34},    [TQ_GGML_Q8_1] = {"Q8_1", 32, 36},
+    [TQ_GGML_Q2_K] = {"Q2_K", QK_K, 84},  [TQ_GGML_Q3_K] = {"Q3_K", QK_K, 110},
+    [TQ_GGML_Q4_K] = {"Q4_K", QK_K, 144}, [TQ_GGML_Q5_K] = {"Q5_K", QK_K, 176},
+    [TQ_GGML_Q6_K] = {"Q6_K", QK_K, 210}, [TQ_GGML_Q8_K] = {"Q8_K", QK_K, 292},
+    [TQ_GGML_I8] = {"I8", 1, 1},          [TQ_GGML_I16] = {"I16", 1, 2},
+    [TQ_GGML_I32] = {"I32", 1, 4},        [TQ_GGML_I64] = {"I64", 1, 8},
+    [TQ_GGML_F64] = {"F64", 1, 8},        [TQ_GGML_BF16] = {"BF16", 1, 2},
 };
 
 static const type_info *info(int type)
@@ -263,18 +253,30 @@ static void dq_q6_k(const void *src, float *y, int64_t n)
 tq_dequant_fn tq_dequant_kernel_scalar(int type)
 {
     switch (type) {
-    case TQ_GGML_F32: return dq_f32;
-    case TQ_GGML_F16: return dq_f16;
-    case TQ_GGML_BF16: return dq_bf16;
-    case TQ_GGML_Q4_0: return dq_q4_0;
-    case TQ_GGML_Q4_1: return dq_q4_1;
-    case TQ_GGML_Q5_0: return dq_q5_0;
-    case TQ_GGML_Q5_1: return dq_q5_1;
-    case TQ_GGML_Q8_0: return dq_q8_0;
-    case TQ_GGML_Q4_K: return dq_q4_k;
-    case TQ_GGML_Q5_K: return dq_q5_k;
-    case TQ_GGML_Q6_K: return dq_q6_k;
-    default: return NULL;
+    case TQ_GGML_F32:
+        return dq_f32;
+    case TQ_GGML_F16:
+        return dq_f16;
+    case TQ_GGML_BF16:
+        return dq_bf16;
+    case TQ_GGML_Q4_0:
+        return dq_q4_0;
+    case TQ_GGML_Q4_1:
+        return dq_q4_1;
+    case TQ_GGML_Q5_0:
+        return dq_q5_0;
+    case TQ_GGML_Q5_1:
+        return dq_q5_1;
+    case TQ_GGML_Q8_0:
+        return dq_q8_0;
+    case TQ_GGML_Q4_K:
+        return dq_q4_k;
+    case TQ_GGML_Q5_K:
+        return dq_q5_k;
+    case TQ_GGML_Q6_K:
+        return dq_q6_k;
+    default:
+        return NULL;
     }
 }
 
@@ -288,7 +290,8 @@ static tq_status check_args(int type, const void *src, size_t src_len, float *ds
     size_t need;
     tq_status st;
     if (!tq_ggml_can_dequant(type))
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "dequant: ggml type %s (%d) is not supported "
+        return TQ_FAIL(TQ_E_UNSUPPORTED,
+                       "dequant: ggml type %s (%d) is not supported "
                        "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)",
                        tq_ggml_type_name(type), type);
     if ((st = tq_ggml_nbytes(type, n, &need)))

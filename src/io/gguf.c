@@ -12,18 +12,18 @@
 #include "core/half.h"
 #include "io/io_internal.h"
 
-#define GGUF_MAX_DEPTH 8       /* nesting of arrays of arrays                           */
-#define GGUF_MAX_NAME 1024     /* tensor names (ggml itself allows 63 bytes)            */
-#define GGUF_MAX_KEY 65535     /* metadata keys                                         */
+#define GGUF_MAX_DEPTH 8   /* nesting of arrays of arrays                           */
+#define GGUF_MAX_NAME 1024 /* tensor names (ggml itself allows 63 bytes)            */
+#define GGUF_MAX_KEY 65535 /* metadata keys                                         */
 
 typedef struct gguf_kv {
     char *key;
     int type;
-    int arr_type;         /* element type for arrays, -1 otherwise                      */
-    int64_t n;            /* array length (1 for scalars)                               */
-    size_t off;           /* file offset of the value (first element for arrays)        */
-    uint64_t *str_offs;   /* string arrays: file offset of each element's length field  */
-    char *str;            /* scalar strings: NUL-terminated copy                         */
+    int arr_type;       /* element type for arrays, -1 otherwise                      */
+    int64_t n;          /* array length (1 for scalars)                               */
+    size_t off;         /* file offset of the value (first element for arrays)        */
+    uint64_t *str_offs; /* string arrays: file offset of each element's length field  */
+    char *str;          /* scalar strings: NUL-terminated copy                         */
     size_t str_len;
 } gguf_kv;
 
@@ -94,9 +94,10 @@ static tq_status rd_str(cursor *c, const uint8_t **s, uint64_t *len, const char 
     if (st)
         return st;
     if (*len > c->size - c->pos)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: %s at offset %zu: string length %llu runs past the end "
-                       "of the file (%zu bytes)", c->name, what, c->pos - 8,
-                       (unsigned long long)*len, c->size);
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: %s at offset %zu: string length %llu runs past the end "
+                       "of the file (%zu bytes)",
+                       c->name, what, c->pos - 8, (unsigned long long)*len, c->size);
     *s = c->p + c->pos;
     c->pos += (size_t)*len;
     return TQ_OK;
@@ -115,18 +116,30 @@ static char *dup_n(const uint8_t *s, size_t n)
 static size_t scalar_size(int t)
 {
     switch (t) {
-    case TQ_GGUF_U8: case TQ_GGUF_I8: case TQ_GGUF_BOOL: return 1;
-    case TQ_GGUF_U16: case TQ_GGUF_I16: return 2;
-    case TQ_GGUF_U32: case TQ_GGUF_I32: case TQ_GGUF_F32: return 4;
-    case TQ_GGUF_U64: case TQ_GGUF_I64: case TQ_GGUF_F64: return 8;
-    default: return 0;
+    case TQ_GGUF_U8:
+    case TQ_GGUF_I8:
+    case TQ_GGUF_BOOL:
+        return 1;
+    case TQ_GGUF_U16:
+    case TQ_GGUF_I16:
+        return 2;
+    case TQ_GGUF_U32:
+    case TQ_GGUF_I32:
+    case TQ_GGUF_F32:
+        return 4;
+    case TQ_GGUF_U64:
+    case TQ_GGUF_I64:
+    case TQ_GGUF_F64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
 static const char *vtype_name(int t)
 {
-    static const char *names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool",
-                                  "string", "array", "u64", "i64", "f64"};
+    static const char *names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                  "bool", "string", "array", "u64", "i64", "f64"};
     return t >= 0 && t < TQ_GGUF_VTYPE_COUNT ? names[t] : "?";
 }
 
@@ -163,8 +176,10 @@ static tq_status skip_value(cursor *c, int t, int depth, const char *key)
         const size_t esz = scalar_size((int)at);
         const size_t min = esz ? esz : (at == TQ_GGUF_STRING ? 8 : 12);
         if (n > (c->size - c->pos) / min)
-            return TQ_FAIL(TQ_E_FORMAT, "%s: key '%s': array of %llu %s elements runs past the end "
-                           "of the file", c->name, key, (unsigned long long)n, vtype_name((int)at));
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: key '%s': array of %llu %s elements runs past the end "
+                           "of the file",
+                           c->name, key, (unsigned long long)n, vtype_name((int)at));
         if (esz && at != TQ_GGUF_BOOL) {
             c->pos += (size_t)n * esz;
             return TQ_OK;
@@ -267,10 +282,11 @@ static tq_status parse_tensor(tq_gguf *g, cursor *c, gguf_tensor *ti, int64_t id
         int64_t prod;
         if ((st = rd_u64(c, &v, ti->name)))
             return st;
-        if (v > (uint64_t)INT64_MAX ||
-            __builtin_mul_overflow(ti->n_elem, (int64_t)v, &prod))
-            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': dimension %u = %llu overflows the "
-                           "element count", g->path, ti->name, d, (unsigned long long)v);
+        if (v > (uint64_t)INT64_MAX || __builtin_mul_overflow(ti->n_elem, (int64_t)v, &prod))
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: tensor '%s': dimension %u = %llu overflows the "
+                           "element count",
+                           g->path, ti->name, d, (unsigned long long)v);
         ti->ne[d] = (int64_t)v;
         ti->n_elem = prod;
     }
@@ -281,9 +297,11 @@ static tq_status parse_tensor(tq_gguf *g, cursor *c, gguf_tensor *ti, int64_t id
                        type);
     ti->type = (int)type;
     if (ti->ne[0] % tq_ggml_block_size(ti->type))
-        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': row length %lld is not a multiple of the %s "
-                       "block size %lld", g->path, ti->name, (long long)ti->ne[0],
-                       tq_ggml_type_name(ti->type), (long long)tq_ggml_block_size(ti->type));
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: tensor '%s': row length %lld is not a multiple of the %s "
+                       "block size %lld",
+                       g->path, ti->name, (long long)ti->ne[0], tq_ggml_type_name(ti->type),
+                       (long long)tq_ggml_block_size(ti->type));
     if (tq_ggml_nbytes(ti->type, ti->n_elem, &ti->nbytes))
         return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': byte size of %lld %s elements overflows",
                        g->path, ti->name, (long long)ti->n_elem, tq_ggml_type_name(ti->type));
@@ -353,13 +371,15 @@ static tq_status check_layout(tq_gguf *g)
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         if (t->offset % g->alignment)
-            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': data offset %llu is not a multiple of "
-                           "the alignment %zu", g->path, t->name, (unsigned long long)t->offset,
-                           g->alignment);
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: tensor '%s': data offset %llu is not a multiple of "
+                           "the alignment %zu",
+                           g->path, t->name, (unsigned long long)t->offset, g->alignment);
         if (t->offset > avail || t->nbytes > avail - t->offset)
-            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': data [%llu, +%zu) lies past the end of "
-                           "the file (data section has %zu bytes)", g->path, t->name,
-                           (unsigned long long)t->offset, t->nbytes, avail);
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: tensor '%s': data [%llu, +%zu) lies past the end of "
+                           "the file (data section has %zu bytes)",
+                           g->path, t->name, (unsigned long long)t->offset, t->nbytes, avail);
     }
     if (g->n_tensors < 2)
         return TQ_OK;
@@ -508,11 +528,26 @@ void tq_gguf_free(tq_gguf *g)
     tq_free(g);
 }
 
-uint32_t tq_gguf_version(const tq_gguf *g) { return g->version; }
-size_t tq_gguf_alignment(const tq_gguf *g) { return g->alignment; }
-size_t tq_gguf_data_offset(const tq_gguf *g) { return g->data_off; }
-const char *tq_gguf_path(const tq_gguf *g) { return g->path; }
-int64_t tq_gguf_n_kv(const tq_gguf *g) { return g ? g->n_kv : 0; }
+uint32_t tq_gguf_version(const tq_gguf *g)
+{
+    return g->version;
+}
+size_t tq_gguf_alignment(const tq_gguf *g)
+{
+    return g->alignment;
+}
+size_t tq_gguf_data_offset(const tq_gguf *g)
+{
+    return g->data_off;
+}
+const char *tq_gguf_path(const tq_gguf *g)
+{
+    return g->path;
+}
+int64_t tq_gguf_n_kv(const tq_gguf *g)
+{
+    return g ? g->n_kv : 0;
+}
 
 const char *tq_gguf_kv_key(const tq_gguf *g, int64_t i)
 {
@@ -559,15 +594,37 @@ static tq_status find(const tq_gguf *g, const char *key, const gguf_kv **out)
 static int load_int(int t, const uint8_t *p, int64_t *s, uint64_t *u)
 {
     switch (t) {
-    case TQ_GGUF_U8: case TQ_GGUF_BOOL: *u = p[0]; *s = (int64_t)*u; return 1;
-    case TQ_GGUF_I8: *s = (int8_t)p[0]; break;
-    case TQ_GGUF_U16: *u = tq_rd16(p); *s = (int64_t)*u; return 1;
-    case TQ_GGUF_I16: *s = (int16_t)tq_rd16(p); break;
-    case TQ_GGUF_U32: *u = tq_rd32(p); *s = (int64_t)*u; return 1;
-    case TQ_GGUF_I32: *s = (int32_t)tq_rd32(p); break;
-    case TQ_GGUF_U64: *u = tq_rd64(p); *s = (int64_t)*u; return 2; /* 2: unsigned 64-bit */
-    case TQ_GGUF_I64: *s = (int64_t)tq_rd64(p); break;
-    default: return 0;
+    case TQ_GGUF_U8:
+    case TQ_GGUF_BOOL:
+        *u = p[0];
+        *s = (int64_t)*u;
+        return 1;
+    case TQ_GGUF_I8:
+        *s = (int8_t)p[0];
+        break;
+    case TQ_GGUF_U16:
+        *u = tq_rd16(p);
+        *s = (int64_t)*u;
+        return 1;
+    case TQ_GGUF_I16:
+        *s = (int16_t)tq_rd16(p);
+        break;
+    case TQ_GGUF_U32:
+        *u = tq_rd32(p);
+        *s = (int64_t)*u;
+        return 1;
+    case TQ_GGUF_I32:
+        *s = (int32_t)tq_rd32(p);
+        break;
+    case TQ_GGUF_U64:
+        *u = tq_rd64(p);
+        *s = (int64_t)*u;
+        return 2; /* 2: unsigned 64-bit */
+    case TQ_GGUF_I64:
+        *s = (int64_t)tq_rd64(p);
+        break;
+    default:
+        return 0;
     }
     *u = (uint64_t)*s;
     return *s < 0 ? 3 : 1; /* 3: negative */
@@ -707,8 +764,8 @@ tq_status tq_gguf_get_arr_str(const tq_gguf *g, const char *key, int64_t i, cons
     return TQ_OK;
 }
 
-tq_status tq_gguf_get_arr_data(const tq_gguf *g, const char *key, int *elem_type,
-                               const void **data, int64_t *n)
+tq_status tq_gguf_get_arr_data(const tq_gguf *g, const char *key, int *elem_type, const void **data,
+                               int64_t *n)
 {
     const gguf_kv *kv;
     tq_status st = find_arr(g, key, &kv);
@@ -732,8 +789,8 @@ tq_status tq_gguf_get_arr_f32(const tq_gguf *g, const char *key, float *dst, int
     if (st)
         return st;
     if (n > cap)
-        return TQ_FAIL(TQ_E_OVERFLOW, "%s: key '%s' has %lld elements, buffer holds %lld",
-                       g->path, key, (long long)n, (long long)cap);
+        return TQ_FAIL(TQ_E_OVERFLOW, "%s: key '%s' has %lld elements, buffer holds %lld", g->path,
+                       key, (long long)n, (long long)cap);
     for (int64_t i = 0; i < n; i++) {
         double v;
         load_float(t, (const uint8_t *)data + (size_t)i * scalar_size(t), &v);
@@ -751,15 +808,15 @@ tq_status tq_gguf_get_arr_i32(const tq_gguf *g, const char *key, int32_t *dst, i
     if (st)
         return st;
     if (n > cap)
-        return TQ_FAIL(TQ_E_OVERFLOW, "%s: key '%s' has %lld elements, buffer holds %lld",
-                       g->path, key, (long long)n, (long long)cap);
+        return TQ_FAIL(TQ_E_OVERFLOW, "%s: key '%s' has %lld elements, buffer holds %lld", g->path,
+                       key, (long long)n, (long long)cap);
     for (int64_t i = 0; i < n; i++) {
         int64_t s;
         uint64_t u;
         const int k = load_int(t, (const uint8_t *)data + (size_t)i * scalar_size(t), &s, &u);
         if (!k || (k == 2 && u > INT32_MAX) || s < INT32_MIN || s > INT32_MAX)
-            return TQ_FAIL(TQ_E_FORMAT, "%s: key '%s': element %lld is not an int32", g->path,
-                           key, (long long)i);
+            return TQ_FAIL(TQ_E_FORMAT, "%s: key '%s': element %lld is not an int32", g->path, key,
+                           (long long)i);
         dst[i] = (int32_t)s;
     }
     return TQ_OK;

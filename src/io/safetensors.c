@@ -51,10 +51,10 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[TQ_ST_DTYPE_COUNT] = {
-    [TQ_ST_F32] = {"F32", 4},  [TQ_ST_F16] = {"F16", 2},  [TQ_ST_BF16] = {"BF16", 2},
-    [TQ_ST_I8] = {"I8", 1},    [TQ_ST_U8] = {"U8", 1},    [TQ_ST_I32] = {"I32", 4},
-    [TQ_ST_U32] = {"U32", 4},  [TQ_ST_I16] = {"I16", 2},  [TQ_ST_U16] = {"U16", 2},
-    [TQ_ST_I64] = {"I64", 8},  [TQ_ST_U64] = {"U64", 8},  [TQ_ST_F64] = {"F64", 8},
+    [TQ_ST_F32] = {"F32", 4},   [TQ_ST_F16] = {"F16", 2}, [TQ_ST_BF16] = {"BF16", 2},
+    [TQ_ST_I8] = {"I8", 1},     [TQ_ST_U8] = {"U8", 1},   [TQ_ST_I32] = {"I32", 4},
+    [TQ_ST_U32] = {"U32", 4},   [TQ_ST_I16] = {"I16", 2}, [TQ_ST_U16] = {"U16", 2},
+    [TQ_ST_I64] = {"I64", 8},   [TQ_ST_U64] = {"U64", 8}, [TQ_ST_F64] = {"F64", 8},
     [TQ_ST_BOOL] = {"BOOL", 1},
 };
 
@@ -116,8 +116,8 @@ static tq_status add_meta(tq_st *st, const char *path, json_object *meta)
     const int n = json_object_object_length(meta);
     int64_t k = st->n_meta;
     st->meta_keys = tq_realloc(st->meta_keys, (size_t)(k + n + 1) * sizeof(char *));
-    st->meta_vals = st->meta_keys ? tq_realloc(st->meta_vals, (size_t)(k + n + 1) * sizeof(char *))
-                                  : NULL;
+    st->meta_vals =
+        st->meta_keys ? tq_realloc(st->meta_vals, (size_t)(k + n + 1) * sizeof(char *)) : NULL;
     if (!st->meta_keys || !st->meta_vals)
         return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
     json_object_object_foreach(meta, key, val)
@@ -139,16 +139,21 @@ static tq_status parse_entry(const char *path, const char *name, json_object *v,
 {
     json_object *dt, *shape, *offs;
     int64_t b, e;
-    if (!json_object_is_type(v, json_type_object) ||
-        !json_object_object_get_ex(v, "dtype", &dt) || !json_object_is_type(dt, json_type_string) ||
-        !json_object_object_get_ex(v, "shape", &shape) || !json_object_is_type(shape, json_type_array) ||
+    if (!json_object_is_type(v, json_type_object) || !json_object_object_get_ex(v, "dtype", &dt) ||
+        !json_object_is_type(dt, json_type_string) ||
+        !json_object_object_get_ex(v, "shape", &shape) ||
+        !json_object_is_type(shape, json_type_array) ||
         !json_object_object_get_ex(v, "data_offsets", &offs) ||
         !json_object_is_type(offs, json_type_array) || json_object_array_length(offs) != 2)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': entry needs \"dtype\" (string), \"shape\" "
-                       "(array) and \"data_offsets\" ([begin, end])", path, name);
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: tensor '%s': entry needs \"dtype\" (string), \"shape\" "
+                       "(array) and \"data_offsets\" ([begin, end])",
+                       path, name);
     if ((t->dtype = dtype_from(json_object_get_string(dt))) < 0)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': unknown dtype '%s' (valid F32 F16 BF16 F64 "
-                       "I8 U8 I16 U16 I32 U32 I64 U64 BOOL)", path, name, json_object_get_string(dt));
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: tensor '%s': unknown dtype '%s' (valid F32 F16 BF16 F64 "
+                       "I8 U8 I16 U16 I32 U32 I64 U64 BOOL)",
+                       path, name, json_object_get_string(dt));
     if (json_object_array_length(shape) > TQ_ST_MAX_DIMS)
         return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': %zu dimensions (at most %d)", path, name,
                        json_object_array_length(shape), TQ_ST_MAX_DIMS);
@@ -159,8 +164,10 @@ static tq_status parse_entry(const char *path, const char *name, json_object *v,
         int64_t v2;
         if (!json_object_is_type(x, json_type_int) || (v2 = json_object_get_int64(x)) < 0 ||
             __builtin_mul_overflow(t->n_elem, v2, &t->n_elem))
-            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': dimension %d is not a non-negative "
-                           "integer or the element count overflows", path, name, d);
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: tensor '%s': dimension %d is not a non-negative "
+                           "integer or the element count overflows",
+                           path, name, d);
         t->shape[d] = v2;
     }
     if (!tq_mul_ok((size_t)t->n_elem, dtypes[t->dtype].size, &t->nbytes))
@@ -174,12 +181,15 @@ static tq_status parse_entry(const char *path, const char *name, json_object *v,
     b = json_object_get_int64(json_object_array_get_idx(offs, 0));
     e = json_object_get_int64(json_object_array_get_idx(offs, 1));
     if (b < 0 || e < b || (uint64_t)e > data_size)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': data_offsets [%lld, %lld] lie outside the "
-                       "data section of %zu bytes", path, name, (long long)b, (long long)e,
-                       data_size);
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: tensor '%s': data_offsets [%lld, %lld] lie outside the "
+                       "data section of %zu bytes",
+                       path, name, (long long)b, (long long)e, data_size);
     if ((size_t)(e - b) != t->nbytes)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': data_offsets span %lld bytes, shape and "
-                       "dtype need %zu", path, name, (long long)(e - b), t->nbytes);
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: tensor '%s': data_offsets span %lld bytes, shape and "
+                       "dtype need %zu",
+                       path, name, (long long)(e - b), t->nbytes);
     t->begin = (size_t)b;
     return TQ_OK;
 }
@@ -202,8 +212,10 @@ static tq_status parse_shard(tq_st *st, int si)
                        sh->size);
     hlen = tq_rd64(sh->base);
     if (hlen > sh->size - 8)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: header length %llu runs past the end of the file (%zu "
-                       "bytes)", path, (unsigned long long)hlen, sh->size);
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: header length %llu runs past the end of the file (%zu "
+                       "bytes)",
+                       path, (unsigned long long)hlen, sh->size);
     if (hlen > ST_MAX_HEADER)
         return TQ_FAIL(TQ_E_FORMAT, "%s: header length %llu exceeds the 100 MiB limit", path,
                        (unsigned long long)hlen);
@@ -222,8 +234,10 @@ static tq_status parse_shard(tq_st *st, int si)
     for (size_t i = json_tokener_get_parse_end(tok); i < hlen; i++) {
         const uint8_t ch = sh->base[8 + i];
         if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') {
-            rc = TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON: trailing bytes after the header object at "
-                         "offset %zu", path, 8 + i);
+            rc = TQ_FAIL(TQ_E_FORMAT,
+                         "%s: bad JSON: trailing bytes after the header object at "
+                         "offset %zu",
+                         path, 8 + i);
             goto out;
         }
     }
@@ -284,15 +298,17 @@ static tq_status parse_shard(tq_st *st, int si)
         qsort(order, (size_t)cnt, sizeof(*order), cmp_begin);
         for (int64_t i = 0; i < cnt; i++) {
             if (order[i]->begin != pos) {
-                rc = TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' starts at %zu, expected %zu (gap or "
-                             "overlap in data_offsets)", path, order[i]->name, order[i]->begin, pos);
+                rc = TQ_FAIL(TQ_E_FORMAT,
+                             "%s: tensor '%s' starts at %zu, expected %zu (gap or "
+                             "overlap in data_offsets)",
+                             path, order[i]->name, order[i]->begin, pos);
                 goto out;
             }
             pos += order[i]->nbytes;
         }
         if (pos != data_size) {
-            rc = TQ_FAIL(TQ_E_FORMAT, "%s: tensors cover %zu bytes, the data section has %zu",
-                         path, pos, data_size);
+            rc = TQ_FAIL(TQ_E_FORMAT, "%s: tensors cover %zu bytes, the data section has %zu", path,
+                         pos, data_size);
             goto out;
         }
     }
@@ -337,8 +353,8 @@ static tq_status check_dupes(tq_st *st, const char *path)
         for (int64_t j = 0; j < i; j++)
             if (st->tensors[i].shard != st->tensors[j].shard &&
                 !strcmp(st->tensors[i].name, st->tensors[j].name))
-                return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' appears in two shards (%s, %s)",
-                               path, st->tensors[i].name, st->shards[st->tensors[j].shard].path,
+                return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' appears in two shards (%s, %s)", path,
+                               st->tensors[i].name, st->shards[st->tensors[j].shard].path,
                                st->shards[st->tensors[i].shard].path);
     return TQ_OK;
 }
@@ -451,9 +467,10 @@ static tq_status find_single(const char *dir, char **out)
     if (n != 1) {
         tq_free(*out);
         *out = NULL;
-        return TQ_FAIL(TQ_E_ARG, "%s: %s (expected model.safetensors.index.json, "
-                       "model.safetensors, or exactly one *.safetensors)", dir,
-                       n ? "several .safetensors files and no index" : "no .safetensors file");
+        return TQ_FAIL(TQ_E_ARG,
+                       "%s: %s (expected model.safetensors.index.json, "
+                       "model.safetensors, or exactly one *.safetensors)",
+                       dir, n ? "several .safetensors files and no index" : "no .safetensors file");
     }
     return *out ? TQ_OK : TQ_FAIL(TQ_E_NOMEM, "out of memory");
 }

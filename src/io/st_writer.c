@@ -32,8 +32,8 @@ typedef struct wt_shard {
 } wt_shard;
 
 struct tq_st_writer {
-    char *path;   /* the .safetensors file, or the directory */
-    char *dir;    /* directory of the outputs                */
+    char *path; /* the .safetensors file, or the directory */
+    char *dir;  /* directory of the outputs                */
     int single;
     uint64_t shard_bytes;
     int n_meta;
@@ -216,9 +216,8 @@ tq_status tq_st_writer_add(tq_st_writer *w, const char *name, int dtype, int n_d
     for (int64_t i = 0; i < w->n; i++)
         if (!strcmp(w->t[i].name, name))
             return TQ_FAIL(TQ_E_ARG, "%s: tensor '%s' added twice", w->path, name);
-    if (w->n_shards == 0 ||
-        (w->shard_bytes && w->shards[w->n_shards - 1].size > 0 &&
-         w->shards[w->n_shards - 1].size + nbytes > w->shard_bytes))
+    if (w->n_shards == 0 || (w->shard_bytes && w->shards[w->n_shards - 1].size > 0 &&
+                             w->shards[w->n_shards - 1].size + nbytes > w->shard_bytes))
         if ((st = new_shard(w)))
             return st;
     if (w->n == w->cap) {

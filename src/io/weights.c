@@ -112,9 +112,10 @@ static tq_status init_gguf(tq_weights *w, const char *path)
         if (e->perm_heads) {
             const int64_t rows = ti.shape[0];
             if (rows % e->perm_heads || (rows / e->perm_heads) % 2)
-                return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': %lld rows do not split into %d "
-                               "heads of even size", path, ti.name, (long long)rows,
-                               e->perm_heads);
+                return TQ_FAIL(TQ_E_FORMAT,
+                               "%s: tensor '%s': %lld rows do not split into %d "
+                               "heads of even size",
+                               path, ti.name, (long long)rows, e->perm_heads);
         }
     }
     return TQ_OK;
@@ -192,12 +193,15 @@ tq_status tq_weights_open(const char *path, tq_weights **out)
     if (!tq_is_dir(path) && tq_ends_with(path, ".gguf")) {
         w->fmt = TQ_WEIGHTS_GGUF;
         st = open_gguf(w, path);
-    } else if (tq_is_dir(path) || tq_ends_with(path, ".safetensors") || tq_ends_with(path, ".json")) {
+    } else if (tq_is_dir(path) || tq_ends_with(path, ".safetensors") ||
+               tq_ends_with(path, ".json")) {
         w->fmt = TQ_WEIGHTS_SAFETENSORS;
         st = open_st(w, path);
     } else {
-        st = TQ_FAIL(TQ_E_ARG, "%s: unknown model format (expected a .gguf file, a .safetensors "
-                     "file, a model.safetensors.index.json, or a Hugging Face directory)", path);
+        st = TQ_FAIL(TQ_E_ARG,
+                     "%s: unknown model format (expected a .gguf file, a .safetensors "
+                     "file, a model.safetensors.index.json, or a Hugging Face directory)",
+                     path);
     }
     if (st) {
         tq_weights_free(w);
@@ -241,11 +245,26 @@ void tq_weights_free(tq_weights *w)
     tq_free(w);
 }
 
-tq_weights_format tq_weights_source_format(const tq_weights *w) { return w->fmt; }
-const tq_model_config *tq_weights_config(const tq_weights *w) { return &w->cfg; }
-const tq_gguf *tq_weights_gguf(const tq_weights *w) { return w ? w->gguf : NULL; }
-const tq_st *tq_weights_st(const tq_weights *w) { return w ? w->st : NULL; }
-int64_t tq_weights_count(const tq_weights *w) { return w ? w->n : 0; }
+tq_weights_format tq_weights_source_format(const tq_weights *w)
+{
+    return w->fmt;
+}
+const tq_model_config *tq_weights_config(const tq_weights *w)
+{
+    return &w->cfg;
+}
+const tq_gguf *tq_weights_gguf(const tq_weights *w)
+{
+    return w ? w->gguf : NULL;
+}
+const tq_st *tq_weights_st(const tq_weights *w)
+{
+    return w ? w->st : NULL;
+}
+int64_t tq_weights_count(const tq_weights *w)
+{
+    return w ? w->n : 0;
+}
 
 int64_t tq_weights_find(const tq_weights *w, const char *name)
 {
@@ -315,7 +334,8 @@ static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, v
 
     tq_gguf_tensor(w->gguf, e->src_index, &ti);
     if (!tq_ggml_can_dequant(ti.type))
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which cannot be dequantized "
+        return TQ_FAIL(TQ_E_UNSUPPORTED,
+                       "%s: tensor '%s' has type %s, which cannot be dequantized "
                        "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)",
                        tq_gguf_path(w->gguf), ti.name, tq_ggml_type_name(ti.type));
     if (ti.n_elem == 0)
@@ -362,14 +382,17 @@ static tq_status read_st(const tq_weights *w, const w_entry *e, tq_dtype dt, voi
     const uint8_t *p;
     tq_st_tensor(w->st, e->src_index, &ti);
     p = ti.data;
-    if ((ti.dtype == TQ_ST_F32 && dt == TQ_DTYPE_F32) || (ti.dtype == TQ_ST_F16 && dt == TQ_DTYPE_F16) ||
+    if ((ti.dtype == TQ_ST_F32 && dt == TQ_DTYPE_F32) ||
+        (ti.dtype == TQ_ST_F16 && dt == TQ_DTYPE_F16) ||
         (ti.dtype == TQ_ST_BF16 && dt == TQ_DTYPE_BF16)) {
         memcpy(dst, p, ti.nbytes);
         return TQ_OK;
     }
     if (ti.dtype != TQ_ST_F32 && ti.dtype != TQ_ST_F16 && ti.dtype != TQ_ST_BF16)
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 "
-                       "convert to floats", ti.file, ti.name, tq_st_dtype_name(ti.dtype));
+        return TQ_FAIL(TQ_E_UNSUPPORTED,
+                       "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 "
+                       "convert to floats",
+                       ti.file, ti.name, tq_st_dtype_name(ti.dtype));
     for (int64_t i = 0; i < ti.n_elem; i++) {
         float x;
         if (ti.dtype == TQ_ST_F32)
