@@ -1,7 +1,9 @@
 /* matvec_avx2.c -- AVX2 + FMA weight-matrix products (see matvec.h). Weights are widened to f32
  * in registers (f16 by F16C, bf16 by a 16-bit shift); sums are f32 FMA chains, 8 lanes, reduced
- * in a fixed order, then the k % 8 tail in scalar. Two micro-kernels: 4 rows x 1 token (decode,
- * x loaded once for 4 rows) and 1 row x 4 tokens (prefill, each weight load serves 4 tokens). */
+ * in a fixed order, then the k % 8 tail in scalar. Micro-kernels: 4 rows x 1 token (decode,
+ * x loaded once for 4 rows) and 2 rows x 4 tokens in registers (prefill; 1 row x 4 tokens for
+ * an odd last row). Every element gets the same operation sequence in each, so results do not
+ * depend on which micro-kernel (or thread) computed it. */
 #include <immintrin.h>
 
 #include "core/half.h"
@@ -51,7 +53,36 @@ static inline float hsum8(__m256 v)
         for (int64_t t = 0; t < n4; t += 4) {                                                    \
             const float *x0 = x + t * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;      \
             const int64_t re = rb + RB < r1 ? rb + RB : r1;                                      \
-            for (int64_t r = rb; r < re; r++) {                                                  \
+            int64_t r = rb;                                                                  \
+            for (; r + 2 <= re; r += 2) { /* 2 rows x 4 tokens: 8 accumulators (16 ymm) */   \
+                const T *w0 = W + r * k, *w1 = w0 + k;                                       \
+                __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;           \
+                __m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00;                           \
+                for (int64_t j = 0; j < k8; j += 8) {                                        \
+                    const __m256 v0 = _mm256_loadu_ps(x0 + j), v1 = _mm256_loadu_ps(x1 + j); \
+                    const __m256 v2 = _mm256_loadu_ps(x2 + j), v3 = _mm256_loadu_ps(x3 + j); \
+                    const __m256 u0 = LD(w0 + j), u1 = LD(w1 + j);                           \
+                    c00 = _mm256_fmadd_ps(u0, v0, c00);                                      \
+                    c01 = _mm256_fmadd_ps(u0, v1, c01);                                      \
+                    c02 = _mm256_fmadd_ps(u0, v2, c02);                                      \
+                    c03 = _mm256_fmadd_ps(u0, v3, c03);                                      \
+                    c10 = _mm256_fmadd_ps(u1, v0, c10);                                      \
+                    c11 = _mm256_fmadd_ps(u1, v1, c11);                                      \
+                    c12 = _mm256_fmadd_ps(u1, v2, c12);                                      \
+                    c13 = _mm256_fmadd_ps(u1, v3, c13);                                      \
+                }                                                                            \
+                const __m256 cc[8] = {c00, c01, c02, c03, c10, c11, c12, c13};               \
+                const T *wa[2] = {w0, w1};                                                   \
+                const float *xs[4] = {x0, x1, x2, x3};                                       \
+                for (int a = 0; a < 2; a++)                                                  \
+                    for (int b = 0; b < 4; b++) {                                            \
+                        float sv = hsum8(cc[a * 4 + b]);                                     \
+                        for (int64_t j = k8; j < k; j++)                                     \
+                            sv += SC(wa[a] + j) * xs[b][j];                                  \
+                        y[(t + b) * ldy + r + a] = sv;                                       \
+                    }                                                                        \
+            }                                                                                \
+            for (; r < re; r++) {                                                            \
                 const T *wr = W + r * k;                                                         \
                 __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                      \
                 for (int64_t j = 0; j < k8; j += 8) {                                            \
