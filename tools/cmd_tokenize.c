@@ -25,6 +25,8 @@ static void usage(FILE *f)
         "                     tokenizes it with special tokens parsed\n"
         "  --template NAME    chat format: auto (from the model), chatml, llama3 (default auto)\n"
         "  --no-gen-prompt    with --chat: leave out the assistant header at the end\n"
+        "  --no-think         with --chat: empty <think> block after the header (Qwen3's\n"
+        "                     enable_thinking=false)\n"
         "  --info             print vocabulary facts (size, kind, bos/eos/eot, chat format)\n"
         "  -h, --help         this text\n");
 }
@@ -84,7 +86,7 @@ static double now_s(void)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *tok_path = NULL, *prompt = NULL, *file = NULL, *tmpl_name = "auto";
-    int ids_only = 0, count_only = 0, decode = 0, info = 0, gen_prompt = 1;
+    int ids_only = 0, count_only = 0, decode = 0, info = 0, gen_prompt = TQ_CHAT_GEN;
     unsigned flags = 0;
     tq_chat_msg msgs[MAX_MSGS];
     int n_msgs = 0, rc = 1;
@@ -140,7 +142,9 @@ int cmd_tokenize(int argc, char **argv)
         else if (!strcmp(a, "--decode"))
             decode = 1;
         else if (!strcmp(a, "--no-gen-prompt"))
-            gen_prompt = 0;
+            gen_prompt = TQ_CHAT_GEN_NONE;
+        else if (!strcmp(a, "--no-think"))
+            gen_prompt = TQ_CHAT_GEN_NO_THINK;
         else if (!strcmp(a, "--info"))
             info = 1;
         else {

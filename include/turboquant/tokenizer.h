@@ -147,6 +147,13 @@ TQ_API const char *tq_chat_format_name(tq_chat_format f);
  * <|im_start|>, Llama 3 if <|start_header_id|>); TQ_E_UNSUPPORTED if none matches (the caller
  * then names a format explicitly). */
 TQ_API tq_status tq_chat_detect(const tq_tokenizer *t, tq_chat_format *out);
+/* Values of tq_chat_render()'s add_generation_prompt. */
+enum {
+    TQ_CHAT_GEN_NONE = 0,     /* no assistant header at the end                               */
+    TQ_CHAT_GEN = 1,          /* the assistant header (the model answers next)                */
+    TQ_CHAT_GEN_NO_THINK = 2, /* the header + an empty <think> block where the template has
+                                 enable_thinking (Qwen3's enable_thinking=false); else as 1   */
+};
 /* tq_chat_render() -- render msgs[0..n) (+ the assistant header when add_generation_prompt) as
  * the model's template does, into dst[0..cap) NUL-terminated; *n_out = length without the NUL
  * (bytes needed, with TQ_E_OVERFLOW, when cap is too small). fmt TQ_CHAT_AUTO detects from t
@@ -156,7 +163,7 @@ TQ_API tq_status tq_chat_detect(const tq_tokenizer *t, tq_chat_format *out);
  * default system prompt is taken from its template when the first message is not a system one.
  * Qwen3 (a template using reasoning_content): assistant turns lose their <think> part before the
  * last user query and keep it, rewritten, after it; "tool" messages become <tool_response>
- * blocks. Not rendered: tool definitions (tools=) and enable_thinking.
+ * blocks. Not rendered: tool definitions (tools=).
  * Encode the result with TQ_TOK_PARSE_SPECIAL and without BOS flags. */
 TQ_API tq_status tq_chat_render(const tq_tokenizer *t, tq_chat_format fmt, const tq_chat_msg *msgs,
                                 int64_t n, int add_generation_prompt, char *dst, size_t cap,

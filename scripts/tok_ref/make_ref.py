@@ -9,7 +9,8 @@ Writes into tests/data/tokenizer/:
                      emoji sequences, combining marks, special-token spellings), same format
   chat.txt           chat templates rendered by Jinja2 (configured as transformers does) from the
                      real templates (qwen3/llama3 tokenizer_config.json, SmolLM2's GGUF), per line:
-                     name TAB add_generation_prompt TAB n TAB (role TAB hex(content)) x n TAB hex(text)
+                     name TAB add_generation_prompt (2 = with enable_thinking=False) TAB n TAB
+                     (role TAB hex(content)) x n TAB hex(text)
   <name>.edge.txt    edge cases, one per line: hex(input UTF-8 bytes) TAB space-separated ids TAB
                      hex(the reference's decode of those ids, special tokens rendered)
                      (added/special tokens in the text ARE parsed, as HF tokenizers always does).
@@ -124,10 +125,11 @@ def render_chats(name, template, bos):
     tmpl = env.from_string(template)
     lines = []
     for chat in CHATS:
-        for gen in (1, 0):
+        for gen in (1, 0, 2):  # 2: generation prompt with enable_thinking=False
             msgs = [{"role": r, "content": c} for r, c in chat]
+            extra = {"enable_thinking": False} if gen == 2 else {}
             text = tmpl.render(messages=msgs, add_generation_prompt=bool(gen), bos_token=bos,
-                               eos_token="", tools=None)
+                               eos_token="", tools=None, **extra)
             cols = [name, str(gen), str(len(chat))]
             for r, c in chat:
                 cols += [r, c.encode().hex()]

@@ -242,6 +242,9 @@ tq_status tq_chat_render(const tq_tokenizer *t, tq_chat_format fmt, const tq_cha
             }
         if (add_generation_prompt)
             puts_(&o, "<|im_start|>assistant\n");
+        if (add_generation_prompt == TQ_CHAT_GEN_NO_THINK && t &&
+            strstr(tq_tokenizer_chat_template(t), "enable_thinking"))
+            puts_(&o, "<think>\n\n</think>\n\n");
     } else if (fmt == TQ_CHAT_LLAMA3) {
         /* Some Llama 3 templates append the assistant header unconditionally. */
         const char *tmpl = tq_tokenizer_chat_template(t);
