@@ -75,8 +75,33 @@ void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, float *out)
     }
 }
 
+/* the scalar specification of one head's block update */
+static void block_scalar(const float *q, const float *K, const float *V, int nv, int hd,
+                         float scale, float *S, float *sc)
+{
+    float bm = -INFINITY;
+    for (int k = 0; k < nv; k++) {
+        sc[k] = scale * dot_scalar(q, K + (size_t)k * hd, hd);
+        bm = sc[k] > bm ? sc[k] : bm;
+    }
+    const float mn = bm > S[0] ? bm : S[0];
+    if (mn > S[0] && S[1] != 0.0f) {
+        const float corr = expf(S[0] - mn);
+        S[1] *= corr;
+        scal_scalar(corr, S + 2, hd);
+    }
+    S[0] = mn;
+    float l = S[1];
+    for (int k = 0; k < nv; k++) {
+        const float p = expf(sc[k] - mn);
+        l += p;
+        axpy_scalar(p, V + (size_t)k * hd, S + 2, hd);
+    }
+    S[1] = l;
+}
+
 static const tq_attn_kernels attn_scalar = {dot_scalar, axpy_scalar, scal_scalar,
-                                             tq_attn_dec_v_rot_scalar};
+                                             tq_attn_dec_v_rot_scalar, block_scalar};
 
 const tq_attn_kernels *tq_attn_kernels_pick(void)
 {
@@ -147,25 +172,7 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
                 const int h = (int)g * group + hh;
                 const float *q = j->q + ((size_t)i * nh + h) * hd;
                 float *S = st + ((size_t)(i - i0) * group + hh) * stride;
-                float bm = -INFINITY;
-                for (int k = 0; k < nv; k++) {
-                    sc[k] = scale * ak->dot(q, kdec + (size_t)k * hd, hd);
-                    bm = sc[k] > bm ? sc[k] : bm;
-                }
-                const float mn = bm > S[0] ? bm : S[0];
-                if (mn > S[0] && S[1] != 0.0f) {
-                    const float corr = expf(S[0] - mn);
-                    S[1] *= corr;
-                    ak->scal(corr, S + 2, hd);
-                }
-                S[0] = mn;
-                float l = S[1];
-                for (int k = 0; k < nv; k++) {
-                    const float p = expf(sc[k] - mn);
-                    l += p;
-                    ak->axpy(p, vdec + (size_t)k * hd, S + 2, hd);
-                }
-                S[1] = l;
+                ak->block(q, kdec, vdec, nv, hd, scale, S, sc);
             }
         }
     }

@@ -1,6 +1,7 @@
 /* attn_turbo_avx512.c -- AVX-512 dot/axpy/scal of the fused TurboQuant attention
  * (attn_turbo.c has the scalar spec). head_dim is a multiple of 32, so no tails beyond 16. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/half.h"
@@ -86,4 +87,65 @@ static void dec_v_rot512(const uint8_t *row, int d, int vb, float *out)
     }
 }
 
-const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, axpy512, scal512, dec_v_rot512};
+/* e^x for x <= 0 (scores minus their max), 16 lanes: 2^n * p(r), r = x - n ln2 (Cody-Waite
+ * split), the Cephes expf polynomial; relative error ~2 ulp; x <= -87 gives ~1e-38. */
+static inline __m512 exp512(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* one head x one key block (nv <= 32, hd multiple of 32): scores, max, rescale, exp, then the
+ * values accumulated 64 floats at a time with the accumulator held in registers */
+static void block512(const float *q, const float *K, const float *V, int nv, int hd, float scale,
+                     float *S, float *sc)
+{
+    for (int k = 0; k < nv; k++)
+        sc[k] = scale * dot512(q, K + (size_t)k * hd, hd);
+    for (int k = nv; k < 32; k++)
+        sc[k] = -INFINITY;
+    const __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + 16);
+    const float bm = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+    const float mn = bm > S[0] ? bm : S[0];
+    if (mn > S[0] && S[1] != 0.0f) {
+        const float corr = expf(S[0] - mn);
+        S[1] *= corr;
+        scal512(corr, S + 2, hd);
+    }
+    S[0] = mn;
+    const __m512 vm = _mm512_set1_ps(mn);
+    const __m512 p0 = exp512(_mm512_sub_ps(s0, vm)), p1 = exp512(_mm512_sub_ps(s1, vm));
+    _mm512_storeu_ps(sc, p0);
+    _mm512_storeu_ps(sc + 16, p1);
+    float l = S[1];
+    for (int k = 0; k < nv; k++)
+        l += sc[k];
+    S[1] = l;
+    float *acc = S + 2;
+    for (int c = 0; c < hd; c += 32) {
+        __m512 a0 = _mm512_loadu_ps(acc + c), a1 = _mm512_loadu_ps(acc + c + 16);
+        for (int k = 0; k < nv; k++) {
+            const __m512 p = _mm512_set1_ps(sc[k]);
+            const float *v = V + (size_t)k * hd + c;
+            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v), a0);
+            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16), a1);
+        }
+        _mm512_storeu_ps(acc + c, a0);
+        _mm512_storeu_ps(acc + c + 16, a1);
+    }
+}
+
+const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, axpy512, scal512, dec_v_rot512,
+                                                block512};

@@ -77,6 +77,11 @@ typedef struct tq_attn_kernels {
     /* one turbo V row to the rotated domain: out[j] = C[idx_j] * scale_h[j / 32] (exact; every
      * ISA gives the same floats) */
     void (*dec_v_rot)(const uint8_t *row, int d, int vb, float *out);
+    /* one query head against a block of nv <= TQ_TURBO_KB decoded keys/values: scores
+     * sc[k] = scale * q . K[k], then the online-softmax update of S = [m, l, acc[hd]] with
+     * the rotated values V[k] (see attn_turbo.c) */
+    void (*block)(const float *q, const float *K, const float *V, int nv, int hd, float scale,
+                  float *S, float *sc);
 } tq_attn_kernels;
 /* tq_attn_dec_v_rot_scalar() -- the scalar specification of dec_v_rot. */
 void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, float *out);
