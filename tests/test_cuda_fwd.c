@@ -3,10 +3,12 @@
  * a device or without the model file):
  *  prompts: three short texts (token ids of the SmolLM2 tokenizer, fixed below) and 300 seeded
  *  random token ids (several prefill chunks on the GPU); after the prompt, 8 greedy decode steps
- *  (the CPU's argmax is fed to both). At every step: the CPU (f32 cache) and GPU logits are
- *  compared: KL(cpu || gpu) of the softmax and top-1 agreement. GPU caches: bf16 (the brief's
- *  proof: top-1 equal except where the CPU's own top-2 margin is below 0.05 logits, max KL
- *  < 0.01), kv8 (max KL < 0.05) and turbo:k8v3 (max KL < 0.5; quantized cache, reported).
+ *  (the f32 CPU session's argmax is fed to every session). Six sessions run in lockstep: CPU f32,
+ *  kv8, turbo:k8v3 caches and GPU bf16, kv8, turbo:k8v3 caches. At every step each GPU session is
+ *  compared with the CPU session of the same scheme (bf16 GPU: the f32 CPU cache): top-1 equal
+ *  except where the CPU's own top-2 margin is below 0.05 logits, and KL(cpu || gpu) of the
+ *  softmax, max over all steps < 0.01 (bf16 vs f32), 0.02 (kv8), 0.05 (turbo). The drift of each
+ *  GPU scheme against the f32 CPU cache is printed (the codec's own effect, not asserted).
  * Usage: test_cuda_fwd [-s SEED] [MODEL] (default models/SmolLM2-135M-Instruct.Q4_1.gguf). */
 #include <math.h>
 #include <stdio.h>
@@ -92,68 +94,85 @@ int main(int argc, char **argv)
     const int32_t *prompts[4] = {P0, P1, P2, rnd};
     const int lens[4] = {(int)(sizeof(P0) / 4), (int)(sizeof(P1) / 4), (int)(sizeof(P2) / 4), 300};
     const char *schemes[3] = {"bf16", "kv8", "turbo:k8v3"};
-    const double max_kl[3] = {0.01, 0.05, 0.5};
+    const double max_kl[3] = {0.01, 0.02, 0.05}; /* GPU vs CPU with the same cache scheme (bf16: f32) */
     const int steps = 8;
 
-    float *lc = malloc((size_t)V * 4), *lg = malloc((size_t)V * 4);
-    tq_session_opts so;
-    tq_session_opts_default(&so);
-    tq_kv_scheme_parse("f32", &so.kv);
-    so.n_ctx = 512;
-    tq_session *cs = NULL;
-    st = tq_session_create(m, &so, &cs);
-    CHECK(st == TQ_OK, "CPU session: %s", tq_last_error());
-    for (int si = 0; si < 3 && cs; si++) {
+    /* CPU sessions: f32 (reference of the bf16 GPU cache and of every scheme's drift), kv8, turbo */
+    const char *cpu_names[3] = {"f32", "kv8", "turbo:k8v3"};
+    tq_session *cs[3] = {NULL, NULL, NULL};
+    tq_cuda_session *gs[3] = {NULL, NULL, NULL};
+    float *lc[3] = {NULL, NULL, NULL}, *lg[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        lc[i] = malloc((size_t)V * 4);
+        lg[i] = malloc((size_t)V * 4);
+        tq_session_opts so;
+        tq_session_opts_default(&so);
+        tq_kv_scheme_parse(cpu_names[i], &so.kv);
+        so.n_ctx = 512;
+        st = tq_session_create(m, &so, &cs[i]);
+        CHECK(st == TQ_OK, "CPU session %s: %s", cpu_names[i], tq_last_error());
         tq_kv_scheme kvs;
-        tq_kv_scheme_parse(schemes[si], &kvs);
-        tq_cuda_session *gs = NULL;
-        st = tq_cuda_session_create(m, kvs, 512, &gs);
-        CHECK(st == TQ_OK, "GPU session %s: %s", schemes[si], tq_last_error());
-        if (st != TQ_OK)
-            continue;
-        double worst = 0, sum = 0;
-        int n = 0, top1 = 0, top1_excused = 0;
-        for (int p = 0; p < 4; p++) {
-            tq_session_reset(cs);
-            tq_cuda_session_reset(gs);
-            const int32_t *tok = prompts[p];
-            int len = lens[p];
-            int32_t next;
-            for (int s = 0; s <= steps; s++) {
-                st = tq_session_eval(cs, tok, len, lc);
-                CHECK(st == TQ_OK, "CPU eval: %s", tq_last_error());
-                st = tq_cuda_session_eval(gs, tok, len, lg);
-                CHECK(st == TQ_OK, "GPU eval %s: %s", schemes[si], tq_last_error());
-                if (st != TQ_OK)
-                    break;
-                CHECK(tq_cuda_session_n_past(gs) == tq_session_n_past(cs), "n_past GPU %lld CPU %lld",
-                      (long long)tq_cuda_session_n_past(gs), (long long)tq_session_n_past(cs));
-                float margin;
-                const int a = argmax(lc, V, &margin), b = argmax(lg, V, NULL);
-                const double k = kl(lc, lg, V);
-                int finite = 1;
-                for (int i = 0; i < V; i++)
-                    finite &= isfinite(lg[i]);
-                CHECK(finite, "%s prompt %d step %d: non-finite GPU logits", schemes[si], p, s);
-                worst = k > worst ? k : worst;
-                sum += k;
-                n++;
-                if (a == b)
-                    top1++;
-                else if (margin < 0.05f)
-                    top1_excused++;
-                else if (si == 0)
-                    CHECK(0, "%s prompt %d step %d: top-1 CPU %d GPU %d (CPU margin %.3f), KL %.2e", schemes[si],
-                          p, s, a, b, margin, k);
-                next = a;
-                tok = &next;
-                len = 1;
-            }
+        tq_kv_scheme_parse(schemes[i], &kvs);
+        st = tq_cuda_session_create(m, kvs, 512, &gs[i]);
+        CHECK(st == TQ_OK, "GPU session %s: %s", schemes[i], tq_last_error());
+        if (!cs[i] || !gs[i])
+            goto out;
+    }
+    double worst[3] = {0, 0, 0}, sum[3] = {0, 0, 0}, worst_f32[3] = {0, 0, 0}, sum_f32[3] = {0, 0, 0};
+    int n = 0, top1[3] = {0, 0, 0}, excused[3] = {0, 0, 0};
+    for (int p = 0; p < 4; p++) {
+        for (int i = 0; i < 3; i++) {
+            tq_session_reset(cs[i]);
+            tq_cuda_session_reset(gs[i]);
         }
-        printf("GPU %-10s vs CPU f32 cache: %d steps, top-1 equal %d (+%d near-ties), KL mean %.2e max %.2e\n",
-               schemes[si], n, top1, top1_excused, n ? sum / n : 0.0, worst);
-        CHECK(worst < max_kl[si], "%s: max KL %.3e >= %.3e", schemes[si], worst, max_kl[si]);
-        tq_cuda_session_free(gs);
+        const int32_t *tok = prompts[p];
+        int len = lens[p];
+        int32_t next;
+        for (int s = 0; s <= steps; s++) {
+            for (int i = 0; i < 3; i++) {
+                st = tq_session_eval(cs[i], tok, len, lc[i]);
+                CHECK(st == TQ_OK, "CPU eval %s: %s", cpu_names[i], tq_last_error());
+                st = tq_cuda_session_eval(gs[i], tok, len, lg[i]);
+                CHECK(st == TQ_OK, "GPU eval %s: %s", schemes[i], tq_last_error());
+                if (st != TQ_OK)
+                    goto out;
+                CHECK(tq_cuda_session_n_past(gs[i]) == tq_session_n_past(cs[i]), "n_past GPU %lld CPU %lld",
+                      (long long)tq_cuda_session_n_past(gs[i]), (long long)tq_session_n_past(cs[i]));
+                int finite = 1;
+                for (int j = 0; j < V; j++)
+                    finite &= isfinite(lg[i][j]);
+                CHECK(finite, "%s prompt %d step %d: non-finite GPU logits", schemes[i], p, s);
+            }
+            for (int i = 0; i < 3; i++) {
+                /* same-scheme reference: CPU f32 for the bf16 GPU cache, CPU kv8 / turbo otherwise */
+                float margin;
+                const int a = argmax(lc[i], V, &margin), b = argmax(lg[i], V, NULL);
+                const double k = kl(lc[i], lg[i], V), kf = kl(lc[0], lg[i], V);
+                worst[i] = k > worst[i] ? k : worst[i];
+                sum[i] += k;
+                worst_f32[i] = kf > worst_f32[i] ? kf : worst_f32[i];
+                sum_f32[i] += kf;
+                if (a == b)
+                    top1[i]++;
+                else if (margin < 0.05f)
+                    excused[i]++;
+                else
+                    CHECK(0, "%s prompt %d step %d: top-1 CPU %d GPU %d (CPU margin %.3f), KL %.2e", schemes[i], p,
+                          s, a, b, margin, k);
+            }
+            n++;
+            next = argmax(lc[0], V, NULL);
+            tok = &next;
+            len = 1;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        printf("GPU %-10s vs CPU %-10s cache: %d steps, top-1 equal %d (+%d near-ties), KL mean %.2e max %.2e | "
+               "vs CPU f32: KL mean %.2e max %.2e\n",
+               schemes[i], cpu_names[i], n, top1[i], excused[i], sum[i] / n, worst[i], sum_f32[i] / n,
+               worst_f32[i]);
+        CHECK(worst[i] < max_kl[i], "%s: max KL vs CPU %s %.3e >= %.3e", schemes[i], cpu_names[i], worst[i],
+              max_kl[i]);
     }
     /* bad input: a token outside the vocabulary, and overflow past n_ctx */
     {
@@ -169,9 +188,13 @@ int main(int argc, char **argv)
             tq_cuda_session_free(gs);
         }
     }
-    tq_session_free(cs);
+out:
+    for (int i = 0; i < 3; i++) {
+        tq_session_free(cs[i]);
+        tq_cuda_session_free(gs[i]);
+        free(lc[i]);
+        free(lg[i]);
+    }
     tq_model_free(m);
-    free(lc);
-    free(lg);
     return t_done();
 }

@@ -2,7 +2,7 @@
  * KV scheme and cache depth, fill the cache by a chunked GPU prefill of seeded random token ids
  * (prefill tok/s), then time single-token greedy decode steps, logits to the host included
  * (decode tok/s = 1 / median step time). --check N first compares the GPU logits with the CPU
- * engine's (f32 cache) over N seeded prompts: top-1 agreement and KL. */
+ * engine's over N seeded prompts (same cache scheme; f32 for a bf16 GPU cache): top-1, KL. */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
@@ -74,7 +74,7 @@ static double kl(const float *p, const float *q, int n)
     return k;
 }
 
-/* GPU vs CPU (f32 cache) on n_prompts random prompts of 64 tokens + 16 greedy steps */
+/* GPU vs CPU on n_prompts random prompts of 64 tokens + 16 greedy steps */
 static int check(const char *cmd, tq_model *m, tq_kv_scheme kvs, const char *name, int n_prompts, uint64_t seed,
                  int vocab)
 {
@@ -83,7 +83,11 @@ static int check(const char *cmd, tq_model *m, tq_kv_scheme kvs, const char *nam
     tq_cuda_session *gs = NULL;
     tq_session_opts so;
     tq_session_opts_default(&so);
-    tq_kv_scheme_parse("f32", &so.kv);
+    /* reference: the CPU engine with the same cache scheme; for a bf16 GPU cache the f32 CPU cache */
+    if (kvs.kind == TQ_KV_BF16)
+        tq_kv_scheme_parse("f32", &so.kv);
+    else
+        so.kv = kvs;
     so.n_ctx = 128;
     float *lc = malloc((size_t)vocab * 4), *lg = malloc((size_t)vocab * 4);
     int32_t prompt[64];
@@ -122,8 +126,8 @@ static int check(const char *cmd, tq_model *m, tq_kv_scheme kvs, const char *nam
             len = 1;
         }
     }
-    printf("check %-12s GPU vs CPU (f32 cache): %d steps, top-1 equal %d/%d, KL mean %.3e max %.3e\n", name, n,
-           agree, n, sum / n, worst);
+    printf("check %-12s GPU vs CPU (%s cache): %d steps, top-1 equal %d/%d, KL mean %.3e max %.3e\n", name,
+           kvs.kind == TQ_KV_BF16 ? "f32" : name, n, agree, n, sum / n, worst);
     rc = 0;
 done:
     tq_cuda_session_free(gs);
@@ -218,10 +222,12 @@ int cmd_bench_cuda(int argc, char **argv)
     long max_depth = 0;
     for (int i = 0; i < n_depths; i++)
         max_depth = depths[i] > max_depth ? depths[i] : max_depth;
-    const int64_t n_ctx = max_depth + decode + 1;
+    const int64_t n_ctx = max_depth + decode + 3; /* + 2 untimed warm-up steps */
     printf("model %s: %s, %d layers, dim %d, %d/%d heads, head_dim %d, vocab %d (trained context %d)\n", model_path,
            mi.arch_name, mi.n_layers, mi.dim, mi.n_heads, mi.n_kv_heads, mi.head_dim, mi.vocab_size, mi.max_ctx);
-    printf("device %s; decode = 1 token per step, batch 1, logits copied to the host every step\n", dev);
+    const char *gv = getenv("TQ_CUDA_GEMV");
+    printf("device %s; decode = 1 token per step, batch 1, logits copied to the host every step; single-token "
+           "linears: %s\n", dev, gv && gv[0] == '0' ? "cuBLAS (TQ_CUDA_GEMV=0)" : "GEMV kernel");
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv_path && !csv) {
         tq_model_free(m);

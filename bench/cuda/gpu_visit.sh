@@ -37,25 +37,30 @@ h9)
     # 1) the GPU forward: logits vs the CPU engine, then decode tok/s at depth
     if [ -f "$model" ]; then
         timeout 200 $B/test_cuda_fwd; echo "test_cuda_fwd rc=$?"
-        timeout 200 $B/bench_cuda -m "$model" --kv bf16,kv8,turbo:k8v3 --depths 1024,8192,32768 --decode 64 \
-            --check 4 --csv "$out/fwd_bench.csv"; echo "bench_cuda rc=$?"
+        timeout 300 $B/bench_cuda -m "$model" --kv bf16,kv8,turbo:k8v3 --depths 1024,8192,32768 --decode 64 \
+            --check 3 --csv "$out/fwd_bench.csv"; echo "bench_cuda rc=$?"
+        echo "-- decode through cuBLAS + separate elementwise kernels (TQ_CUDA_GEMV=0), same run"
+        TQ_CUDA_GEMV=0 timeout 100 $B/bench_cuda -m "$model" --kv bf16,turbo:k8v3 --depths 1024,32768 --decode 64
+        echo "-- split reduce as a second kernel (TQ_CUDA_FUSED_REDUCE=0), same run"
+        TQ_CUDA_FUSED_REDUCE=0 timeout 100 $B/bench_cuda -m "$model" --kv turbo:k8v3 --depths 1024,32768 --decode 64
         timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/bench_cuda -m "$model" \
             --kv turbo:k8v3 --depths 64 --decode 2 > /tmp/fwd_sanitizer.log 2>&1
         echo "fwd memcheck rc=$?"; tail -2 /tmp/fwd_sanitizer.log
     else
         echo "no model: $model (parts missing)"
     fi
-    # 2) decode attention with 16 KB integer stages + PDL reduce (now default)
+    # 2) decode attention: 16 KB integer stages, split reduce fused into the attend kernel
     timeout 300 $B/test_cuda_kv; echo "test rc=$?"
+    TQ_CUDA_FUSED_REDUCE=0 timeout 100 $B/test_cuda_kv --quick | tail -1; echo "test (reduce kernel) rc=$?"
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > /tmp/sanitizer.log 2>&1
     echo "memcheck rc=$?"; tail -2 /tmp/sanitizer.log
     timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > /tmp/racecheck.log 2>&1
     echo "racecheck rc=$?"; tail -2 /tmp/racecheck.log
     timeout 200 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
         --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --csv "$out/kv_bench_d128.csv"; echo "bench rc=$?"
-    echo "-- same, reduce launched without PDL (TQ_CUDA_PDL=0)"
-    TQ_CUDA_PDL=0 timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 4096,32768,131072 \
-        --batch 1,8 --reps 20
+    echo "-- same run, split reduce as a second kernel (TQ_CUDA_FUSED_REDUCE=0)"
+    TQ_CUDA_FUSED_REDUCE=0 timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 \
+        --ctx 1024,32768,131072 --batch 1,8 --reps 20
     timeout 120 python3 bench/cuda/sdpa_bench.py --head-dim 128 --ctx 1024,4096,16384,32768,65536,131072 \
         --batch 1,8 --reps 20 --csv "$out/sdpa_d128.csv"; echo "sdpa rc=$?"
     for d in 64 256; do

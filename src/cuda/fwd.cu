@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <vector>
@@ -123,6 +124,72 @@ __global__ void to_bf16_kernel(const float *x, int64_t n, __nv_bfloat16 *y)
         y[i] = __float2bfloat16(x[i]);
 }
 
+// Decode (one token): y[r] = x . W[r] (+ y[r] when accumulate), the input transform fused in:
+//   XM_NORM:   x = bf16(src / rms(src) * nw)         (RMSNorm of the fp32 residual stream)
+//   XM_PLAIN:  x = bf16(src)                          (the attention output)
+//   XM_SWIGLU: x = bf16(silu(src[j]) * src[cols + j]) (gate | up of the MLP)
+// Each block stages x in shared memory (bf16, as the GEMM path rounds it), then one warp per row
+// does 16-byte loads of 8 bf16 weights, fp32 accumulation. cols % 8 == 0, cols <= GEMV_MAXC.
+enum { XM_NORM = 0, XM_PLAIN = 1, XM_SWIGLU = 2 };
+constexpr int GEMV_MAXC = 8192;
+template <int XM>
+__global__ void __launch_bounds__(256) gemv_kernel(const __nv_bfloat16 *w, int rows, int cols, const float *src,
+                                                   const float *nw, float eps, float *y, int accumulate)
+{
+    __shared__ __align__(16) __nv_bfloat16 xs[GEMV_MAXC];
+    __shared__ float red[8];
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    float r = 1.0f;
+    if constexpr (XM == XM_NORM) {
+        float ss = 0.0f;
+        for (int i = t; i < cols; i += 256)
+            ss += src[i] * src[i];
+        for (int o = 16; o; o >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0)
+            red[wid] = ss;
+        __syncthreads();
+        ss = 0.0f;
+        for (int k = 0; k < 8; k++)
+            ss += red[k];
+        r = 1.0f / sqrtf(ss / (float)cols + eps);
+    }
+    for (int i = t; i < cols; i += 256) {
+        float v;
+        if constexpr (XM == XM_NORM)
+            v = src[i] * r * nw[i];
+        else if constexpr (XM == XM_PLAIN)
+            v = src[i];
+        else {
+            const float g = src[i];
+            v = g / (1.0f + expf(-g)) * src[cols + i];
+        }
+        xs[i] = __float2bfloat16(v);
+    }
+    __syncthreads();
+    const int row = blockIdx.x * 8 + wid;
+    if (row >= rows)
+        return;
+    const uint4 *wr = reinterpret_cast<const uint4 *>(w + (size_t)row * cols);
+    const uint4 *xr = reinterpret_cast<const uint4 *>(xs);
+    float acc = 0.0f;
+    for (int i = lane; i < cols / 8; i += 32) {
+        const uint4 a = __ldg(wr + i), b = xr[i];
+        const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
+        const __nv_bfloat162 *b2 = reinterpret_cast<const __nv_bfloat162 *>(&b);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 fa = __bfloat1622float2(a2[k]), fb = __bfloat1622float2(b2[k]);
+            acc = fmaf(fa.x, fb.x, acc);
+            acc = fmaf(fa.y, fb.y, acc);
+        }
+    }
+    for (int o = 16; o; o >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0)
+        y[row] = accumulate ? y[row] + acc : acc;
+}
+
 int blocks_for(int64_t n)
 {
     const int64_t b = (n + 255) / 256;
@@ -146,6 +213,7 @@ struct tq_cuda_session {
     __nv_bfloat16 *xb, *hb;
     int64_t n_past, n_ctx;
     size_t weight_bytes, kv_bytes;
+    int gemv; // 1: decode steps through the fused GEMV kernels (TQ_CUDA_GEMV=0: the cuBLAS path)
 };
 
 extern "C" void tq_cuda_session_free(tq_cuda_session *s)
@@ -223,6 +291,13 @@ tq_status tqc_fwd_create(const tqc_fwd_desc *d, tq_kv_scheme kvs, int64_t n_ctx,
     s->d.final_norm = s->d.inv_freq = NULL;
     s->d.layers = NULL;
     s->n_ctx = n_ctx;
+    {
+        const char *e = getenv("TQ_CUDA_GEMV");
+        const int cmax = d->dim > d->ffn ? d->dim : d->ffn;
+        s->gemv = !(e && e[0] == '0') && d->dim % 8 == 0 && d->ffn % 8 == 0 &&
+                  (d->n_heads * d->head_dim) % 8 == 0 && cmax <= GEMV_MAXC &&
+                  d->n_heads * d->head_dim <= GEMV_MAXC;
+    }
     s->qd = d->n_heads * d->head_dim;
     s->kvd = d->n_kv_heads * d->head_dim;
     const int group = d->n_heads / d->n_kv_heads;
@@ -310,7 +385,24 @@ static tq_status forward_chunk(tq_cuda_session *s, const int32_t *tokens, int n,
     tq_status st;
     TQC_CUDA(cudaMemcpyAsync(s->tok, tokens, (size_t)n * 4, cudaMemcpyHostToDevice, s->stream));
     embed_kernel<<<n, 256, 0, s->stream>>>(s->embed, s->tok, dim, d->embed_scale, s->x);
-    for (int il = 0; il < d->n_layers; il++) {
+    const bool gv = n == 1 && s->gemv;
+    for (int il = 0; il < d->n_layers && gv; il++) { // decode: 7 launches per layer
+        const layer_dev &l = (*s->L)[il];
+        tq_cuda_kv *c = (*s->kv)[il];
+        const int wq = qd + 2 * kvd;
+        gemv_kernel<XM_NORM><<<(wq + 7) / 8, 256, 0, s->stream>>>(l.wqkv, wq, dim, s->x, l.attn_norm, d->eps, s->qkv, 0);
+        rope_split_kernel<<<1, 256, 0, s->stream>>>(s->qkv, d->n_heads, d->n_kv_heads, d->head_dim, d->rope_dim,
+                                                    s->inv_freq, s->n_past, s->q, s->k, s->v);
+        if ((st = tq_cuda_kv_append(c, TQ_DTYPE_F32, s->k, s->v, 1, 1)))
+            return st;
+        if ((st = tq_cuda_kv_attend(c, s->q, 1, d->n_heads, d->attn_scale, s->att, 1)))
+            return st;
+        gemv_kernel<XM_PLAIN><<<(dim + 7) / 8, 256, 0, s->stream>>>(l.wo, dim, qd, s->att, NULL, 0.0f, s->x, 1);
+        gemv_kernel<XM_NORM><<<(2 * ffn + 7) / 8, 256, 0, s->stream>>>(l.wgu, 2 * ffn, dim, s->x, l.ffn_norm, d->eps,
+                                                                       s->gu, 0);
+        gemv_kernel<XM_SWIGLU><<<(dim + 7) / 8, 256, 0, s->stream>>>(l.wd, dim, ffn, s->gu, NULL, 0.0f, s->x, 1);
+    }
+    for (int il = 0; il < d->n_layers && !gv; il++) {
         const layer_dev &l = (*s->L)[il];
         tq_cuda_kv *c = (*s->kv)[il];
         rmsnorm_kernel<<<n, 256, 0, s->stream>>>(s->x, l.attn_norm, dim, d->eps, s->xb);
@@ -334,9 +426,14 @@ static tq_status forward_chunk(tq_cuda_session *s, const int32_t *tokens, int n,
     }
     TQC_CUDA(cudaGetLastError());
     if (logits) {
-        rmsnorm_kernel<<<1, 256, 0, s->stream>>>(s->x + (size_t)(n - 1) * dim, s->final_norm, dim, d->eps, s->xb);
-        if ((st = gemm(s, s->lm_head, d->vocab, dim, s->xb, 1, s->logits, 0.0f)))
-            return st;
+        if (gv) {
+            gemv_kernel<XM_NORM><<<(d->vocab + 7) / 8, 256, 0, s->stream>>>(s->lm_head, d->vocab, dim, s->x,
+                                                                           s->final_norm, d->eps, s->logits, 0);
+        } else {
+            rmsnorm_kernel<<<1, 256, 0, s->stream>>>(s->x + (size_t)(n - 1) * dim, s->final_norm, dim, d->eps, s->xb);
+            if ((st = gemm(s, s->lm_head, d->vocab, dim, s->xb, 1, s->logits, 0.0f)))
+                return st;
+        }
         TQC_CUDA(cudaMemcpyAsync(logits, s->logits, (size_t)d->vocab * 4, cudaMemcpyDeviceToHost, s->stream));
         TQC_CUDA(cudaStreamSynchronize(s->stream));
     }

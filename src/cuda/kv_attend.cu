@@ -281,6 +281,90 @@ __device__ __forceinline__ void k_bytes(const uint8_t *row, int grp, int tig, ui
     }
 }
 
+// Fused split reduce (a.fused): the last block of a (batch, kv head, row block) to finish merges
+// the splits' partials of its rows, the same arithmetic as reduce_kernel, with NW * 32 threads
+// (D / (NW * 32) dims each, at least 1). Partials are read through L2 (__ldcg): other SMs wrote
+// them in this call, and this SM's L1 may hold the previous call's lines.
+template <int D, bool UNROT>
+__device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, int bhr, int n_rows, float *sm)
+{
+    constexpr int NT = NW * 32, PT = (D + NT - 1) / NT;
+    float *x = sm, *red = sm + D;
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    const int rb = bhr % n_rb, h = (bhr / n_rb) % a.n_kv_heads, b = bhr / (n_rb * a.n_kv_heads);
+    const int G = a.n_heads / a.n_kv_heads;
+    const size_t stride = (size_t)8 * (D + 2);
+    for (int rr = 0; rr < n_rows; rr++) {
+        const float *base = a.work + (size_t)bhr * n_splits * stride + (size_t)rr * (D + 2);
+        float M = -INFINITY;
+        for (int s = t; s < n_splits; s += NT)
+            M = fmaxf(M, __ldcg(base + s * stride + D));
+        for (int o = 16; o; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        if (lane == 0)
+            red[wid] = M;
+        __syncthreads();
+        M = red[0];
+#pragma unroll
+        for (int w = 1; w < NW; w++)
+            M = fmaxf(M, red[w]);
+        float L = 0.0f, o[PT];
+#pragma unroll
+        for (int k = 0; k < PT; k++)
+            o[k] = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < n_splits; s++) {
+            const float *ps = base + s * stride;
+            const float m = __ldcg(ps + D);
+            const float e = M == -INFINITY || m == -INFINITY ? 0.0f : exp2f(m - M);
+            L += e * __ldcg(ps + D + 1);
+#pragma unroll
+            for (int k = 0; k < PT; k++)
+                if (t + k * NT < D)
+                    o[k] += e * __ldcg(ps + t + k * NT);
+        }
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+#pragma unroll
+        for (int k = 0; k < PT; k++)
+            o[k] = L > 0.0f ? o[k] * inv : 0.0f;
+        if constexpr (UNROT) {
+            const float *sg = D == 64 ? d_signs : D == 128 ? d_signs + 64 : d_signs + 192;
+            const float sd = D == 64 ? d_fwht_scale[0] : D == 128 ? d_fwht_scale[1] : d_fwht_scale[2];
+#pragma unroll
+            for (int k = 0; k < PT; k++)
+                if (t + k * NT < D)
+                    x[t + k * NT] = o[k];
+            __syncthreads();
+            for (int hh = 1; hh < D; hh <<= 1) {
+                float nv[PT];
+#pragma unroll
+                for (int k = 0; k < PT; k++) {
+                    const int dd = t + k * NT;
+                    nv[k] = dd >= D ? 0.0f : (dd & hh) == 0 ? x[dd] + x[dd + hh] : x[dd - hh] - x[dd];
+                }
+                __syncthreads();
+#pragma unroll
+                for (int k = 0; k < PT; k++)
+                    if (t + k * NT < D)
+                        x[t + k * NT] = nv[k];
+                __syncthreads();
+            }
+#pragma unroll
+            for (int k = 0; k < PT; k++)
+                if (t + k * NT < D)
+                    o[k] = (x[t + k * NT] * sd) * sg[t + k * NT];
+        }
+        const int r = rb * 8 + rr;
+        const int qi = r / G, head = h * G + r % G;
+        float *dst = a.out + (((int64_t)b * a.n_q + qi) * a.n_heads + head) * D;
+#pragma unroll
+        for (int k = 0; k < PT; k++)
+            if (t + k * NT < D)
+                dst[t + k * NT] = o[k];
+        __syncthreads(); // red / x are reused by the next row
+    }
+}
+
 template <int D, int FAM, int KB, int VB>
 __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(tqc_attend_args a, int n_rb, int chunk)
 {
@@ -736,6 +820,23 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
             po[rr * (D + 2) + D + 1] = L;
         }
     }
+    if (a.fused) { // the last block of this (b, h, rb) to finish merges every split (threadFenceReduction)
+        __shared__ int s_last;
+        const int bhr = ((int)b * a.n_kv_heads + h) * n_rb + rb;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const unsigned old = atomicAdd(a.counters + bhr, 1u);
+            s_last = old == gridDim.x - 1;
+            if (s_last)
+                a.counters[bhr] = 0; // every split has counted: ready for the next call
+        }
+        __syncthreads();
+        if (s_last) {
+            __threadfence();
+            merge_splits<D, FAM == TQC_TURBO>(a, n_rb, (int)gridDim.x, bhr, n_rows, mo);
+        }
+    }
 }
 
 // Merge the splits of one (batch, kv head, row block, row): block (bhr, row), D threads; the
@@ -891,6 +992,8 @@ tq_status launch(const tqc_attend_args *a)
     dim3 grid((unsigned)a->n_splits, (unsigned)(a->n_kv_heads * n_rb), (unsigned)a->batch);
     kern<<<grid, NW * 32, T::SMEM, a->stream>>>(*a, n_rb, chunk);
     TQC_CUDA(cudaGetLastError());
+    if (a->fused)
+        return TQ_OK; // the split reduce ran inside the attend kernel
     const dim3 rgrid((unsigned)(a->batch * a->n_kv_heads * n_rb), (unsigned)(R < 8 ? R : 8));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = rgrid;

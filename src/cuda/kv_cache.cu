@@ -17,6 +17,7 @@ struct tq_cuda_kv {
     cudaStream_t stream;   // where the handle's work runs (own, or lent by tqc_kv_use_stream)
     cudaStream_t own;      // the stream created with the handle
     size_t bytes;          // device bytes of the K and V rows
+    unsigned *counters;    // fused split reduce: (batch, n_kv_heads, 8 row blocks), zeroed
     float *work;           // attend partials
     size_t work_floats;
     void *scratch;         // device staging for host inputs (q, out, k/v sources)
@@ -42,6 +43,18 @@ static tq_status ensure_scratch(tq_cuda_kv *c, size_t bytes)
     TQC_CUDA(cudaMalloc(&c->scratch, bytes));
     c->scratch_bytes = bytes;
     return TQ_OK;
+}
+
+// The split reduce runs inside the attend kernel (last block per unit) unless TQ_CUDA_FUSED_REDUCE=0
+// (then a second kernel merges the splits); read once.
+static int fused_reduce(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TQ_CUDA_FUSED_REDUCE");
+        v = e && e[0] == '0' ? 0 : 1;
+    }
+    return v;
 }
 
 static tq_status ensure_work(tq_cuda_kv *c, size_t floats)
@@ -110,6 +123,10 @@ extern "C" tq_status tq_cuda_kv_create(tq_kv_scheme s, int head_dim, int n_kv_he
     if (e == cudaSuccess)
         e = cudaMalloc(&c->v, vbytes);
     if (e == cudaSuccess)
+        e = cudaMalloc(&c->counters, (size_t)batch * n_kv_heads * 8 * sizeof(unsigned));
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(c->counters, 0, (size_t)batch * n_kv_heads * 8 * sizeof(unsigned), c->stream);
+    if (e == cudaSuccess)
         e = cudaMemsetAsync(c->k, 0, kbytes, c->stream);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(c->v, 0, vbytes, c->stream);
@@ -137,6 +154,7 @@ extern "C" void tq_cuda_kv_free(tq_cuda_kv *c)
     cudaFree(c->k);
     cudaFree(c->v);
     cudaFree(c->work);
+    cudaFree(c->counters);
     cudaFree(c->scratch);
     if (c->ev[0])
         cudaEventDestroy(c->ev[0]);
@@ -367,6 +385,8 @@ static tq_status attend_dev(tq_cuda_kv *c, const float *q, int n_q, int n_heads,
         return st;
     a.work = c->work;
     a.stream = c->stream;
+    a.fused = fused_reduce() && c->counters ? 1 : 0;
+    a.counters = c->counters;
     return tqc_attend_launch(&a);
 }
 

@@ -64,6 +64,9 @@ struct tqc_attend_args {
     float *out;      // same shape, device
     float *work;     // partials, tqc_attend_work_floats() floats
     int n_splits;    // >= 1
+    int fused;       // 1: the last block per (batch, kv head, row block) merges the splits (no
+                     // reduce kernel); needs counters
+    unsigned *counters; // >= batch * n_kv_heads * 8 zeroed counters, left zeroed by each call
     cudaStream_t stream;
 };
 // tqc_attend_plan() -- splits to use (n_splits_req > 0 forces it) and workspace floats needed.
