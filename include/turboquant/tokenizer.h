@@ -102,7 +102,8 @@ TQ_API tq_status tq_tokenizer_encode(const tq_tokenizer *t, const char *text, si
  * NUL-terminated; the bytes may end inside a UTF-8 character). *n_out gets the byte count; if cap
  * is too small, TQ_E_OVERFLOW with *n_out = bytes needed. TQ_E_ARG for an id out of range.
  * For SentencePiece models with add_space_prefix, the leading space of the first (non-control)
- * token is removed, as llama.cpp and Hugging Face do. */
+ * token is removed, as llama.cpp and Hugging Face do. Spaces are never "cleaned up" (transformers'
+ * clean_up_tokenization_spaces), as in the tokenizers library, so round trips stay exact. */
 TQ_API tq_status tq_tokenizer_decode(const tq_tokenizer *t, const int32_t *ids, int64_t n,
                                      unsigned flags, char *dst, size_t cap, size_t *n_out);
 
