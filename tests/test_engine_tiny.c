@@ -160,7 +160,9 @@ static void check_arch(const char *arch)
     CHECK(st == TQ_OK && e <= 1e-5, "%s: token-by-token NMSE %.3g", arch, e);
     tq_session_free(s);
     s = new_session(m, "f32", 64, 5);
+    const uint64_t a1 = tq_alloc_count();
     st = tq_session_eval_all(s, r.tok, r.n_tok, lg2, (int64_t)r.n_tok * V);
+    CHECK(tq_alloc_count() == a1, "%s: prefill allocated", arch);
     e = worst_nmse(&r, lg2, V);
     printf("%-6s f32/f32 chunks of 5   worst NMSE %.3g\n", arch, e);
     CHECK(st == TQ_OK && e <= 1e-5, "%s: chunked NMSE %.3g", arch, e);
