@@ -228,6 +228,20 @@ static void test_weights(void)
         u = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
         CHECK(qb[i] == (uint16_t)u, "bf16 q %d: %04x vs %04x", i, qb[i], (unsigned)u);
     }
+    {
+        uint16_t kh[32];
+        CHECK(tq_weights_read(wg, "model.layers.0.self_attn.k_proj.weight", TQ_DTYPE_F16, kh,
+                              sizeof(kh)) == TQ_OK,
+              "f16 out");
+        for (int i = 0; i < 32; i++) {
+            /* 100*r + c + 0.5 < 2048 with one fractional bit: exact in fp16 */
+            const float v = (float)(100 * (i / 8) + i % 8) + 0.5f;
+            const int e = (int)floorf(log2f(v));
+            const uint16_t want =
+                (uint16_t)((e + 15) << 10 | (int)((v / ldexpf(1.0f, e) - 1.0f) * 1024));
+            CHECK(kh[i] == want, "f16 k %d: %04x vs %04x", i, kh[i], want);
+        }
+    }
     CHECK(tq_weights_read(wg, "model.layers.0.self_attn.q_proj.weight", TQ_DTYPE_F32, qg, 10) ==
               TQ_E_ARG,
           "small buffer refused");
