@@ -216,7 +216,13 @@ static void kv_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_
         j.row = tq_attn_row_avx512;
         j.use_kt = n_q >= 4;
     }
-    tq_pool_run(nth > 1 ? pool : NULL, att_task, &j);
+    /* small jobs (short decode windows) on the caller: a pool wake-up costs more than them;
+     * the units and their results are the same either way */
+    const int64_t work = n_q * (pos0 + n_q) * c->n_heads * c->head_dim;
+    if (nth > 1 && work >= 32768)
+        tq_pool_run(pool, att_task, &j);
+    else
+        att_task(&j, 0, 1);
 }
 
 static const tq_kvc_ops window_ops = {
