@@ -248,6 +248,22 @@ static void test_weights(void)
     CHECK(tq_weights_read(wg, "nope", TQ_DTYPE_F32, qg, sizeof(qg)) == TQ_E_ARG &&
               strstr(tq_last_error(), "nope"),
           "missing tensor named");
+    {
+        tq_weights *wo = NULL;
+        float x[24 * 8];
+        CHECK(tq_weights_open("tests/data/io/other_arch.gguf", &wo) == TQ_OK, "other arch: %s",
+              tq_last_error());
+        if (wo) {
+            CHECK(tq_weights_config(wo)->arch == TQ_ARCH_UNKNOWN &&
+                      !strcmp(tq_weights_config(wo)->arch_name, "phi3"),
+                  "phi3 -> arch unknown");
+            CHECK(tq_weights_read(wo, "blk.0.attn_qkv.weight", TQ_DTYPE_F32, x, sizeof(x)) ==
+                          TQ_OK &&
+                      x[5] == 5.0f && x[191] == 191.0f,
+                  "unknown arch: tensors still readable, not permuted");
+        }
+        tq_weights_free(wo);
+    }
 out:
     tq_weights_free(wg);
     tq_weights_free(ws);

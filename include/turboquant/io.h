@@ -335,8 +335,10 @@ typedef struct tq_weights_tensor {
 } tq_weights_tensor;
 
 /* tq_weights_open() -- a .gguf file, a .safetensors file, an index json, or a Hugging Face
- * directory (config.json + safetensors). Fills the model config (GGUF metadata or config.json;
- * a lone .safetensors without config.json gets arch UNKNOWN). */
+ * directory (config.json + safetensors). Fills the model config (GGUF metadata or config.json).
+ * An architecture this library does not know (or a lone .safetensors without config.json) still
+ * opens, with cfg->arch == TQ_ARCH_UNKNOWN and only the fields the source gave: callers that run
+ * the model must check arch. Malformed configs of known architectures fail (TQ_E_FORMAT). */
 TQ_API tq_status tq_weights_open(const char *path, tq_weights **out);
 /* tq_weights_open_gguf_memory() -- the same over a GGUF image in a caller buffer (borrowed, must
  * outlive the handle); `name` is used in messages. For fuzzing and tests. */

@@ -8,6 +8,7 @@
 - tiny_ref.txt: sha256 of each tensor as the `gguf` package dequantizes it (gguf_ref.py format).
 - tiny_st/: the same q/k weights as a two-shard safetensors directory written by the
   `safetensors` package, with index and config.json.
+- other_arch.gguf: a valid "phi3" GGUF (opens with arch unknown; the engine refuses it).
 - bad/*.gguf, bad/*.safetensors: one handcrafted bad file per failure class; bad/MANIFEST lists
   each file with the substring its error message must contain.
 
@@ -240,7 +241,21 @@ def write_bad():
             m.write(f"{name}\t{want}\n")
 
 
+def write_other_arch():
+    """A valid GGUF of an architecture the engine does not support: opens, arch unknown."""
+    w = gguf.GGUFWriter(f"{OUT}/other_arch.gguf", "phi3")
+    w.add_block_count(1)
+    w.add_embedding_length(8)
+    w.add_head_count(2)
+    w.add_tensor("blk.0.attn_qkv.weight", np.arange(24 * 8, dtype=np.float32).reshape(24, 8))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 if __name__ == "__main__":
     q, k = write_tiny()
     write_tiny_st(q, k)
     write_bad()
+    write_other_arch()

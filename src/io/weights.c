@@ -84,7 +84,13 @@ static tq_status init_gguf(tq_weights *w, const char *path)
 {
     tq_status st;
     int permute;
-    if ((st = tq_model_config_from_gguf(w->gguf, &w->cfg)))
+    st = tq_model_config_from_gguf(w->gguf, &w->cfg);
+    if (st == TQ_E_UNSUPPORTED && w->cfg.arch == TQ_ARCH_UNKNOWN) {
+        /* tensors stay readable (tq inspect); the engine refuses arch UNKNOWN itself */
+        tq_log(TQ_LOG_INFO, "%s: architecture '%s' unknown: tensors only", path, w->cfg.arch_name);
+        st = TQ_OK;
+    }
+    if (st)
         return st;
     permute = !strcmp(w->cfg.arch_name, "llama") || !strcmp(w->cfg.arch_name, "mistral");
     w->n = tq_gguf_n_tensors(w->gguf);
@@ -153,6 +159,11 @@ static tq_status open_st(tq_weights *w, const char *path)
         if (f) {
             fclose(f);
             st = tq_model_config_from_json(cfg_path, &w->cfg);
+            if (st == TQ_E_UNSUPPORTED && w->cfg.arch == TQ_ARCH_UNKNOWN) {
+                tq_log(TQ_LOG_INFO, "%s: model_type '%s' unknown: tensors only", cfg_path,
+                       w->cfg.arch_name);
+                st = TQ_OK;
+            }
         } else {
             memset(&w->cfg, 0, sizeof(w->cfg));
             w->cfg.bos_id = w->cfg.eos_id = -1;
