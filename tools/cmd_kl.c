@@ -112,9 +112,6 @@ int cmd_kl(int argc, char **argv)
     tq_model *m;
     int32_t *tokens, bos;
     int64_t n;
-    int eval_open(const char *, const char *, const char *, int, tq_model **, int32_t **,
-                  int64_t *, int32_t *);
-    void eval_progress(void *, int64_t, int64_t);
     int rc = eval_open(cmd, model, text, (int)threads, &m, &tokens, &n, &bos);
     if (rc)
         return rc;
