@@ -210,6 +210,26 @@ int main(int argc, char **argv)
         tq_free(y1);
         tq_free(y2);
     }
+    /* f16/bf16 -> f32 widening of cache rows: exact, every bit pattern (NaN stays NaN) */
+    if (tq_cpu_supports(TQ_ISA_AVX512)) {
+        uint16_t *h = tq_malloc(65536 * 2 + 2);
+        float *f = tq_malloc(65537 * 4);
+        for (int i = 0; i < 65537; i++)
+            h[i] = (uint16_t)i;
+        for (int is_f16 = 0; is_f16 <= 1; is_f16++) {
+            tq_attn_widen_avx512(h, 65537, is_f16, f); /* 65537: a scalar tail too */
+            int bad_bits = 0;
+            for (int i = 0; i < 65537; i++) {
+                const float want = is_f16 ? tq_f16_to_f32(h[i]) : tq_bf16_to_f32(h[i]);
+                if (isnan(want) ? !isnan(f[i]) : memcmp(&want, &f[i], 4) != 0)
+                    bad_bits++;
+            }
+            CHECK(bad_bits == 0, "widen %s: %d values differ", is_f16 ? "f16" : "bf16",
+                  bad_bits);
+        }
+        tq_free(h);
+        tq_free(f);
+    }
     tq_mm bad;
     CHECK(tq_mm_select((tq_dtype)9, &bad) == TQ_E_UNSUPPORTED, "bad dtype refused");
     tq_free(w);

@@ -87,6 +87,8 @@ void tq_attn_row_avx512(const float *q, const float *K, const float *V, int64_t 
 /* tq_attn_transpose_avx512() -- Kt (hd, ldt) = K(n_win, hd)^T, columns n_win..ldt zeroed;
  * ldt is a multiple of 64 >= n_win. tq_attn_row_t_avx512() -- the same row as
  * tq_attn_row_avx512() with scores from Kt (sc must hold n_keys rounded up to 64). */
+/* tq_attn_widen_avx512() -- dst[i] = f32 of n f16 (is_f16) or bf16 values (exact). */
+void tq_attn_widen_avx512(const uint16_t *src, int64_t n, int is_f16, float *dst);
 void tq_attn_transpose_avx512(const float *K, int64_t n_win, int hd, float *Kt, int64_t ldt);
 void tq_attn_row_t_avx512(const float *q, const float *Kt, int64_t ldt, const float *V,
                           int64_t n_keys, int hd, float scale, float *sc, float *out);

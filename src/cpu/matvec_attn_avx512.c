@@ -152,3 +152,26 @@ void tq_attn_row_t_avx512(const float *q, const float *Kt, int64_t ldt, const fl
     const float mx = _mm512_reduce_max_ps(mxv);
     weighted_v(V, n_keys, hd, sc, exp_sum(sc, n_keys, mx), out);
 }
+
+void tq_attn_widen_avx512(const uint16_t *src, int64_t n, int is_f16, float *dst)
+{
+    int64_t i = 0;
+    if (is_f16) {
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i,
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+    } else {
+        for (; i + 16 <= n; i += 16) {
+            const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
+            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+        }
+    }
+    for (; i < n; i++) {
+        if (is_f16) {
+            dst[i] = _cvtsh_ss(src[i]);
+        } else {
+            const uint32_t u = (uint32_t)src[i] << 16;
+            memcpy(dst + i, &u, 4);
+        }
+    }
+}

@@ -135,6 +135,7 @@ typedef struct att_job {
     int64_t qblk;    /* queries per unit */
     int64_t n_qb;    /* query blocks     */
     attn_row_fn row; /* f32 row kernel   */
+    int simd;        /* AVX-512 kernels (row, widen, transposed form)      */
     int use_kt;      /* AVX-512 transposed-K form (prefill); chosen from n_q, never from the
                       * thread count, so results do not depend on it */
 } att_job;
@@ -164,6 +165,14 @@ static void att_task(void *ctx, int ith, int nth)
         if (kind == TQ_KV_F32) {
             K = (const float *)(const void *)k_row(c, j->il, g, lo0);
             V = (const float *)(const void *)v_row(c, j->il, g, lo0);
+        } else if (is_plain(kind) && j->simd) {
+            /* rows are 2-byte aligned little-endian halves: read them as uint16_t */
+            tq_attn_widen_avx512((const uint16_t *)(const void *)k_row(c, j->il, g, lo0),
+                                 n_win * hd, kind == TQ_KV_F16, Kf);
+            tq_attn_widen_avx512((const uint16_t *)(const void *)v_row(c, j->il, g, lo0),
+                                 n_win * hd, kind == TQ_KV_F16, Vf);
+            K = Kf;
+            V = Vf;
         } else if (is_plain(kind)) {
             get_plain(kind, k_row(c, j->il, g, lo0), n_win, hd, Kf);
             get_plain(kind, v_row(c, j->il, g, lo0), n_win, hd, Vf);
@@ -214,6 +223,7 @@ static void kv_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_
                  .n_qb = (n_q + qblk - 1) / qblk, .row = attend_row};
     if (tq_cpu_isa() >= TQ_ISA_AVX512 && c->head_dim % 16 == 0) {
         j.row = tq_attn_row_avx512;
+        j.simd = 1;
         j.use_kt = n_q >= 4;
     }
     /* small jobs (short decode windows) on the caller: a pool wake-up costs more than them;
