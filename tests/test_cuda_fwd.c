@@ -11,6 +11,7 @@
  *  GPU scheme against the f32 CPU cache is printed (the codec's own effect, not asserted).
  * Usage: test_cuda_fwd [-s SEED] [MODEL] (default models/SmolLM2-135M-Instruct.Q4_1.gguf). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,7 @@ int main(int argc, char **argv)
         const int32_t *tok = prompts[p];
         int len = lens[p];
         int32_t next;
+        double pw[3] = {0, 0, 0}, pwf[3] = {0, 0, 0};
         for (int s = 0; s <= steps; s++) {
             for (int i = 0; i < 3; i++) {
                 st = tq_session_eval(cs[i], tok, len, lc[i]);
@@ -149,6 +151,8 @@ int main(int argc, char **argv)
                 const int a = argmax(lc[i], V, &margin), b = argmax(lg[i], V, NULL);
                 const double k = kl(lc[i], lg[i], V), kf = kl(lc[0], lg[i], V);
                 worst[i] = k > worst[i] ? k : worst[i];
+                pw[i] = k > pw[i] ? k : pw[i];
+                pwf[i] = kf > pwf[i] ? kf : pwf[i];
                 sum[i] += k;
                 worst_f32[i] = kf > worst_f32[i] ? kf : worst_f32[i];
                 sum_f32[i] += kf;
@@ -165,6 +169,69 @@ int main(int argc, char **argv)
             tok = &next;
             len = 1;
         }
+        printf("prompt %d (%d tokens): max KL vs same-scheme CPU: bf16 %.2e kv8 %.2e turbo %.2e | vs CPU f32: "
+               "kv8 %.2e turbo %.2e; last step: CPU kv8 vs CPU f32 %.2e, CPU turbo vs CPU f32 %.2e\n",
+               p, lens[p], pw[0], pw[1], pw[2], pwf[1], pwf[2], kl(lc[0], lc[1], V), kl(lc[0], lc[2], V));
+    }
+    /* The attention kernel on the model's own data: last layer, last decoded token of the last
+     * prompt; reference = float64 attention over the CPU-decoded rows of the GPU cache. */
+    for (int i = 0; i < 3; i++) {
+        tq_cuda_kv *kvc = NULL;
+        const float *qd = NULL, *ad = NULL;
+        st = tq_cuda_session_debug(gs[i], mi.n_layers - 1, &kvc, &qd, &ad);
+        CHECK(st == TQ_OK, "debug accessor: %s", tq_last_error());
+        if (st != TQ_OK)
+            continue;
+        const int64_t nt = tq_cuda_kv_length(kvc);
+        const int hd = mi.head_dim, nh = mi.n_heads, nkv = mi.n_kv_heads, grp = nh / nkv;
+        tq_kv_scheme kvs;
+        tq_kv_scheme_parse(schemes[i], &kvs);
+        size_t kb = 0, vb = 0;
+        tq_kv_row_bytes(kvs, hd, &kb, &vb);
+        uint8_t *kr = malloc((size_t)nt * nkv * kb), *vr = malloc((size_t)nt * nkv * vb);
+        float *kd = malloc((size_t)nt * nkv * hd * 4), *vd = malloc((size_t)nt * nkv * hd * 4);
+        float *q = malloc((size_t)nh * hd * 4), *att = malloc((size_t)nh * hd * 4);
+        double *sc = malloc((size_t)nt * sizeof(double));
+        CHECK(tq_cuda_kv_read_rows(kvc, 0, (int)nt, kr, vr) == TQ_OK, "read rows: %s", tq_last_error());
+        CHECK(tq_kv_decode_k(kvs, hd, kr, nt * nkv, kd, nt * nkv * hd, NULL) == TQ_OK, "decode k");
+        CHECK(tq_kv_decode_v(kvs, hd, vr, nt * nkv, vd, nt * nkv * hd, NULL) == TQ_OK, "decode v");
+        CHECK(tq_cuda_memcpy(q, qd, (size_t)nh * hd * 4, 1) == TQ_OK, "copy q");
+        CHECK(tq_cuda_memcpy(att, ad, (size_t)nh * hd * 4, 1) == TQ_OK, "copy att");
+        double worst_rel = 0.0, qmax = 0.0, qrms = 0.0;
+        for (int j = 0; j < nh * hd; j++) {
+            qmax = fabs(q[j]) > qmax ? fabs(q[j]) : qmax;
+            qrms += (double)q[j] * q[j];
+        }
+        for (int h = 0; h < nh; h++) {
+            const float *qv = q + (size_t)h * hd;
+            const int hk = h / grp;
+            double m = -INFINITY, l = 0.0, acc[256] = {0}, e2 = 0.0, n2 = 0.0;
+            for (int64_t t = 0; t < nt; t++) {
+                const float *kv = kd + ((size_t)t * nkv + hk) * hd;
+                double dot = 0.0;
+                for (int j = 0; j < hd; j++)
+                    dot += (double)qv[j] * kv[j];
+                sc[t] = dot / sqrt((double)hd);
+                m = sc[t] > m ? sc[t] : m;
+            }
+            for (int64_t t = 0; t < nt; t++) {
+                const double pr = exp(sc[t] - m);
+                l += pr;
+                for (int j = 0; j < hd; j++)
+                    acc[j] += pr * vd[((size_t)t * nkv + hk) * hd + j];
+            }
+            for (int j = 0; j < hd; j++) {
+                const double ref = acc[j] / l, e = att[(size_t)h * hd + j] - ref;
+                e2 += e * e;
+                n2 += ref * ref;
+            }
+            const double rel = sqrt(e2 / (n2 > 0 ? n2 : 1e-300));
+            worst_rel = rel > worst_rel ? rel : worst_rel;
+        }
+        printf("GPU %-10s attention on the model's data (last layer, %lld tokens, |q| max %.1f rms %.2f): max rel L2 "
+               "err %.2e\n", schemes[i], (long long)nt, qmax, sqrt(qrms / (nh * hd)), worst_rel);
+        CHECK(worst_rel < 2e-3, "%s: attention rel err %.3e on the model's data", schemes[i], worst_rel);
+        free(kr), free(vr), free(kd), free(vd), free(q), free(att), free(sc);
     }
     for (int i = 0; i < 3; i++) {
         printf("GPU %-10s vs CPU %-10s cache: %d steps, top-1 equal %d (+%d near-ties), KL mean %.2e max %.2e | "

@@ -342,6 +342,13 @@ int main(int argc, char **argv)
         {"kv8", 256, 1, 8, 1, 1, 400, 2, 0},
         {"kv4", 128, 2, 4, 1, 1, 600, 0, 0},
         {"turbo:k8v3", 128, 1, 8, 1, 3, 5, 0, 0}, /* 24 rows: 3 row blocks */
+        /* SmolLM2 geometry (GPU forward): d 64, 3 kv heads, group 3, prefill chunks of 21 queries
+         * (63 rows: 8 row blocks whose boundaries cut query tokens) and decode */
+        {"turbo:k8v3", 64, 3, 3, 1, 21, 300, 0, 1},
+        {"kv8", 64, 3, 3, 1, 21, 300, 0, 1},
+        {"bf16", 64, 3, 3, 1, 21, 300, 0, 1},
+        {"turbo:k8v3", 64, 3, 3, 1, 1, 1000, 0, 1},
+        {"kv8", 64, 3, 3, 1, 1, 1000, 0, 1},
         {"turbo:k8v3", 128, 8, 4, 1, 1, 32768, 0, 0},
         {"bf16", 128, 8, 4, 1, 1, 32769, 0, 0},
         {"turbo:k8v3", 128, 2, 4, 1, 1, 131072, 0, 0},

@@ -70,6 +70,14 @@ h9)
     timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 64,256 --ctx 1024,4096,16384,32768,65536,131072 \
         --batch 1,8 --reps 10 --csv "$out/sdpa_d64_d256.csv"; echo "sdpa d=64,256 rc=$?"
     ;;
+h9c)
+    # diagnostics of the quantized caches in the GPU forward: attention on the model's own data,
+    # per-prompt KL, the SmolLM2 geometry in test_cuda_kv, and the reduce-kernel path's KL
+    timeout 200 $B/test_cuda_fwd; echo "test_cuda_fwd rc=$?"
+    timeout 300 $B/test_cuda_kv | grep -v "^attend.*d=128\|^attend.*d=256"; echo "test_cuda_kv rc=$?"
+    TQ_CUDA_FUSED_REDUCE=0 timeout 100 $B/bench_cuda -m "$model" --kv kv8,turbo:k8v3 --depths 1024 --decode 8 --check 3
+    echo "bench (reduce kernel) rc=$?"
+    ;;
 smoke)
     timeout 300 $B/test_cuda_kv --quick; echo "test --quick rc=$?"
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > "$out/sanitizer.log" 2>&1

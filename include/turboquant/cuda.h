@@ -126,6 +126,11 @@ TQ_API int64_t tq_cuda_session_n_past(const tq_cuda_session *s);
 TQ_API void tq_cuda_session_reset(tq_cuda_session *s);
 /* tq_cuda_session_sync() -- wait for the session's queued work. */
 TQ_API tq_status tq_cuda_session_sync(tq_cuda_session *s);
+/* tq_cuda_session_debug() -- for tests: layer il's device KV cache (owned by the session) and,
+ * after a one-token eval, device pointers to the LAST layer's query rows and attention output of
+ * that token (n_heads * head_dim fp32 each, overwritten by the next eval). */
+TQ_API tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, const float **q_last,
+                                       const float **att_last);
 /* tq_cuda_session_bytes() -- device bytes held: weights (*weights) and KV caches (*kv). */
 TQ_API tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv);
 

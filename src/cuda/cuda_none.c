@@ -179,6 +179,19 @@ tq_status tq_cuda_session_sync(tq_cuda_session *s)
     return NO_CUDA("tq_cuda_session_sync");
 }
 
+tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, const float **q_last,
+                                const float **att_last)
+{
+    (void)s, (void)il;
+    if (kv)
+        *kv = NULL;
+    if (q_last)
+        *q_last = NULL;
+    if (att_last)
+        *att_last = NULL;
+    return NO_CUDA("tq_cuda_session_debug");
+}
+
 tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv)
 {
     (void)s;

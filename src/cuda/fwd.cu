@@ -496,3 +496,18 @@ extern "C" tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *wei
         *kv = s->kv_bytes;
     return TQ_OK;
 }
+
+extern "C" tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, const float **q_last,
+                                           const float **att_last)
+{
+    if (!s || il < 0 || il >= s->d.n_layers)
+        return TQC_FAIL(TQ_E_ARG, "tq_cuda_session_debug: %s", !s ? "NULL session" : "layer out of range");
+    TQC_CUDA(cudaStreamSynchronize(s->stream));
+    if (kv)
+        *kv = (*s->kv)[il];
+    if (q_last)
+        *q_last = s->q;
+    if (att_last)
+        *att_last = s->att;
+    return TQ_OK;
+}
