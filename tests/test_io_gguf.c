@@ -249,6 +249,39 @@ static void test_weights(void)
               strstr(tq_last_error(), "nope"),
           "missing tensor named");
     {
+        /* row reads: permuted q rows, f32 without allocating, bf16, safetensors rows, bounds */
+        float r2[16];
+        uint16_t rb[8];
+        const uint64_t a0 = tq_alloc_count();
+        CHECK(tq_weights_read_rows(wg, "model.layers.0.self_attn.q_proj.weight", 3, 2, TQ_DTYPE_F32,
+                                   r2, sizeof(r2)) == TQ_OK,
+              "%s", tq_last_error());
+        CHECK(tq_alloc_count() == a0, "f32 row read allocated");
+        for (int i = 0; i < 16; i++)
+            CHECK(r2[i] == (float)(100 * (3 + i / 8) + i % 8), "q row %d col %d: %g", 3 + i / 8,
+                  i % 8, r2[i]);
+        CHECK(tq_weights_read_rows(wg, "model.layers.0.self_attn.k_proj.weight", 2, 1,
+                                   TQ_DTYPE_BF16, rb, sizeof(rb)) == TQ_OK,
+              "%s", tq_last_error());
+        for (int i = 0; i < 8; i++) {
+            float v = (float)(200 + i) + 0.5f;
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            CHECK(rb[i] == (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16), "k bf16 row 2 %d", i);
+        }
+        CHECK(tq_weights_read_rows(ws, "model.layers.0.self_attn.k_proj.weight", 1, 2, TQ_DTYPE_F32,
+                                   r2, sizeof(r2)) == TQ_OK,
+              "%s", tq_last_error());
+        for (int i = 0; i < 16; i++)
+            CHECK(r2[i] == ks[8 + i], "st k rows 1-2, %d", i);
+        CHECK(tq_weights_read_rows(wg, "model.layers.0.self_attn.q_proj.weight", 7, 2, TQ_DTYPE_F32,
+                                   r2, sizeof(r2)) == TQ_E_ARG,
+              "rows past the end refused");
+        CHECK(tq_weights_read_rows(wg, "model.layers.0.self_attn.q_proj.weight", 0, 2, TQ_DTYPE_F32,
+                                   r2, 8) == TQ_E_ARG,
+              "small buffer refused");
+    }
+    {
         tq_weights *wo = NULL;
         float x[24 * 8];
         CHECK(tq_weights_open("tests/data/io/other_arch.gguf", &wo) == TQ_OK, "other arch: %s",

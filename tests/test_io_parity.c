@@ -82,6 +82,18 @@ static void run_model(const char *model, const char *ref)
                 hash_f32(x, n, got);
                 CHECK(!strcmp(got, want_hf), "%s -> %s: HF-layout sha256 %s, reference %s", name,
                       wt.name, got, want_hf);
+                /* the same values one row at a time */
+                const int64_t rl = n / wt.shape[0];
+                float *r = malloc((size_t)rl * 4);
+                int bad = 0;
+                for (int64_t row = 0; row < wt.shape[0]; row++) {
+                    CHECK(tq_weights_read_rows(w, wt.name, row, 1, TQ_DTYPE_F32, r,
+                                               (size_t)rl * 4) == TQ_OK,
+                          "%s", tq_last_error());
+                    bad += memcmp(r, x + row * rl, (size_t)rl * 4) != 0;
+                }
+                CHECK(bad == 0, "%s: %d rows differ from the whole-tensor read", wt.name, bad);
+                free(r);
                 n_perm++;
             }
         }

@@ -364,6 +364,14 @@ TQ_API tq_status tq_weights_get(const tq_weights *w, const char *hf_name, tq_wei
 TQ_API tq_status tq_weights_read(const tq_weights *w, const char *hf_name, tq_dtype dtype,
                                  void *dst, size_t dst_cap);
 
+/* tq_weights_read_rows() -- rows [r0, r0 + n) of tensor `hf_name` into dst as dtype, HF layout
+ * (row = index along shape[0]; a row holds n_elem / shape[0] elements). For embedding lookups in
+ * a quantized GGUF table without dequantizing the whole table, and for streaming large tensors.
+ * Identical values to the same rows of tq_weights_read(). f32 output never allocates (safe in a
+ * forward step); f16/bf16 output of GGUF tensors allocates one row of scratch per call. */
+TQ_API tq_status tq_weights_read_rows(const tq_weights *w, const char *hf_name, int64_t r0,
+                                      int64_t n, tq_dtype dtype, void *dst, size_t dst_cap);
+
 #ifdef __cplusplus
 }
 #endif

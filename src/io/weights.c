@@ -387,16 +387,20 @@ static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, v
     return st;
 }
 
-static tq_status read_st(const tq_weights *w, const w_entry *e, tq_dtype dt, void *dst)
+/* Elements [el0, el0 + n) of a safetensors tensor into dst as dt. */
+static tq_status read_st(const tq_weights *w, const w_entry *e, int64_t el0, int64_t n, tq_dtype dt,
+                         void *dst)
 {
     tq_st_tensor_info ti;
     const uint8_t *p;
+    size_t esz;
     tq_st_tensor(w->st, e->src_index, &ti);
-    p = ti.data;
+    esz = tq_st_dtype_size(ti.dtype);
+    p = (const uint8_t *)ti.data + (size_t)el0 * esz;
     if ((ti.dtype == TQ_ST_F32 && dt == TQ_DTYPE_F32) ||
         (ti.dtype == TQ_ST_F16 && dt == TQ_DTYPE_F16) ||
         (ti.dtype == TQ_ST_BF16 && dt == TQ_DTYPE_BF16)) {
-        memcpy(dst, p, ti.nbytes);
+        memcpy(dst, p, (size_t)n * esz);
         return TQ_OK;
     }
     if (ti.dtype != TQ_ST_F32 && ti.dtype != TQ_ST_F16 && ti.dtype != TQ_ST_BF16)
@@ -404,7 +408,7 @@ static tq_status read_st(const tq_weights *w, const w_entry *e, tq_dtype dt, voi
                        "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 "
                        "convert to floats",
                        ti.file, ti.name, tq_st_dtype_name(ti.dtype));
-    for (int64_t i = 0; i < ti.n_elem; i++) {
+    for (int64_t i = 0; i < n; i++) {
         float x;
         if (ti.dtype == TQ_ST_F32)
             x = tq_bits_f32(tq_rd32(p + 4 * i));
@@ -415,6 +419,78 @@ static tq_status read_st(const tq_weights *w, const w_entry *e, tq_dtype dt, voi
         store(dt, dst, i, &x, 1);
     }
     return TQ_OK;
+}
+
+/* HF rows [r0, r0 + n) of a GGUF tensor (HF row = index along shape[0]), un-permuted. */
+static tq_status read_gguf_rows(const tq_weights *w, const w_entry *e, int64_t r0, int64_t n,
+                                tq_dtype dt, void *dst)
+{
+    tq_gguf_tensor_info ti;
+    tq_status st = TQ_OK;
+    float *row = NULL;
+    int64_t rows, row_len;
+    size_t row_bytes;
+
+    tq_gguf_tensor(w->gguf, e->src_index, &ti);
+    if (!tq_ggml_can_dequant(ti.type))
+        return TQ_FAIL(TQ_E_UNSUPPORTED,
+                       "%s: tensor '%s' has type %s, which cannot be dequantized "
+                       "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)",
+                       tq_gguf_path(w->gguf), ti.name, tq_ggml_type_name(ti.type));
+    rows = ti.shape[0];
+    row_len = ti.n_elem / rows;
+    if (row_len % tq_ggml_block_size(ti.type))
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s': rows of %lld elements split %s blocks",
+                       tq_gguf_path(w->gguf), ti.name, (long long)row_len,
+                       tq_ggml_type_name(ti.type));
+    row_bytes = ti.nbytes / (size_t)rows;
+    if (!e->perm_heads && dt == TQ_DTYPE_F32) /* one contiguous range */
+        return tq_ggml_dequant(ti.type, (const uint8_t *)ti.data + (size_t)r0 * row_bytes,
+                               (size_t)n * row_bytes, dst, n * row_len);
+    if (dt != TQ_DTYPE_F32 && !(row = tq_malloc((size_t)row_len * sizeof(float))))
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory for a %lld-element row", (long long)row_len);
+    for (int64_t k = 0; k < n && !st; k++) {
+        int64_t g = r0 + k; /* source row in the file */
+        if (e->perm_heads) {
+            const int64_t hd = rows / e->perm_heads;
+            const int64_t h = g / hd, rem = g % hd;
+            g = h * hd + 2 * (rem % (hd / 2)) + rem / (hd / 2);
+        }
+        const uint8_t *src = (const uint8_t *)ti.data + (size_t)g * row_bytes;
+        float *out = dt == TQ_DTYPE_F32 ? (float *)dst + k * row_len : row;
+        st = tq_ggml_dequant(ti.type, src, row_bytes, out, row_len);
+        if (!st && dt != TQ_DTYPE_F32)
+            store(dt, dst, k * row_len, row, row_len);
+    }
+    tq_free(row);
+    return st;
+}
+
+tq_status tq_weights_read_rows(const tq_weights *w, const char *name, int64_t r0, int64_t n,
+                               tq_dtype dt, void *dst, size_t dst_cap)
+{
+    const int64_t i = tq_weights_find(w, name);
+    const w_entry *e;
+    size_t need;
+    int64_t row_len;
+    if (i < 0)
+        return TQ_FAIL(TQ_E_ARG, "weights: no tensor named '%s'", name ? name : "(null)");
+    if (dt < 0 || dt >= TQ_DTYPE_COUNT)
+        return TQ_FAIL(TQ_E_ARG, "weights: output dtype %d is not f32, f16 or bf16", (int)dt);
+    e = &w->e[i];
+    if (e->n_dims < 1 || e->shape[0] <= 0 || r0 < 0 || n < 0 || r0 > e->shape[0] ||
+        n > e->shape[0] - r0)
+        return TQ_FAIL(TQ_E_ARG, "weights: '%s': rows [%lld, +%lld) outside 0..%lld", name,
+                       (long long)r0, (long long)n, (long long)(e->n_dims ? e->shape[0] : 0));
+    row_len = e->n_elem / e->shape[0];
+    if (!tq_mul_ok((size_t)(n * row_len), tq_dtype_size(dt), &need) || dst_cap < need ||
+        (!dst && need))
+        return TQ_FAIL(TQ_E_ARG, "weights: '%s': %lld rows need %zu bytes, buffer has %zu", name,
+                       (long long)n, need, dst_cap);
+    if (n == 0)
+        return TQ_OK;
+    return w->fmt == TQ_WEIGHTS_GGUF ? read_gguf_rows(w, e, r0, n, dt, dst)
+                                     : read_st(w, e, r0 * row_len, n * row_len, dt, dst);
 }
 
 tq_status tq_weights_read(const tq_weights *w, const char *name, tq_dtype dt, void *dst,
@@ -431,5 +507,6 @@ tq_status tq_weights_read(const tq_weights *w, const char *name, tq_dtype dt, vo
     if (!tq_mul_ok((size_t)e->n_elem, tq_dtype_size(dt), &need) || dst_cap < need || (!dst && need))
         return TQ_FAIL(TQ_E_ARG, "weights: '%s' needs %lld x %zu bytes, buffer has %zu", name,
                        (long long)e->n_elem, tq_dtype_size(dt), dst_cap);
-    return w->fmt == TQ_WEIGHTS_GGUF ? read_gguf(w, e, dt, dst) : read_st(w, e, dt, dst);
+    return w->fmt == TQ_WEIGHTS_GGUF ? read_gguf(w, e, dt, dst)
+                                     : read_st(w, e, 0, e->n_elem, dt, dst);
 }
