@@ -90,7 +90,35 @@ void tq_attn_row_avx512(const float *q, const float *K, const float *V, int64_t 
     if (hd == 64) {
         const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16);
         const __m512 q2 = _mm512_loadu_ps(q + 32), q3 = _mm512_loadu_ps(q + 48);
-        for (int64_t t = 0; t < n_keys; t++) {
+        const __m512 sv = _mm512_set1_ps(scale);
+        __m512 mxv = _mm512_set1_ps(-INFINITY);
+        int64_t t = 0;
+        /* 16 keys at a time: one partial vector per key, then a transposing pairwise-add tree
+         * puts key u's sum in lane u (3 ops per key instead of a full reduction each) */
+        for (; t + 16 <= n_keys; t += 16) {
+            __m512 a[16];
+            for (int u = 0; u < 16; u++) {
+                const float *k = K + (t + u) * 64;
+                __m512 x = _mm512_mul_ps(q0, _mm512_loadu_ps(k));
+                __m512 y = _mm512_mul_ps(q1, _mm512_loadu_ps(k + 16));
+                x = _mm512_fmadd_ps(q2, _mm512_loadu_ps(k + 32), x);
+                y = _mm512_fmadd_ps(q3, _mm512_loadu_ps(k + 48), y);
+                a[u] = _mm512_add_ps(x, y);
+            }
+            const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6,
+                                                4, 2, 0);
+            const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7,
+                                                5, 3, 1);
+            for (int w = 8; w >= 1; w /= 2)
+                for (int i = 0; i < w; i++)
+                    a[i] = _mm512_add_ps(_mm512_permutex2var_ps(a[2 * i], ev, a[2 * i + 1]),
+                                         _mm512_permutex2var_ps(a[2 * i], od, a[2 * i + 1]));
+            const __m512 s16 = _mm512_mul_ps(a[0], sv);
+            _mm512_storeu_ps(sc + t, s16);
+            mxv = _mm512_max_ps(mxv, s16);
+        }
+        mx = _mm512_reduce_max_ps(mxv);
+        for (; t < n_keys; t++) {
             const float *k = K + t * 64;
             __m512 a = _mm512_mul_ps(q0, _mm512_loadu_ps(k));
             __m512 b = _mm512_mul_ps(q1, _mm512_loadu_ps(k + 16));
