@@ -38,8 +38,9 @@ static double max_err(const float *a, const float *b, size_t n, int *nonfinite)
 
 /* fill a cache in n1 (prefill) + decode steps, compare both attentions at every step */
 static void run_case(const char *sch, int hd, int nh, int nkv, int n_layers, int64_t n_pre,
-                     int64_t n_dec, tq_pool *pool2, tq_rng *r, int constant_blocks)
+                     int64_t n_dec, tq_pool *pool2, tq_rng *r, int constant_blocks, int window)
 {
+    int win[8] = {0};
     tq_kv_scheme s;
     CHECK(tq_kv_scheme_parse(sch, &s) == TQ_OK, "parse %s", sch);
     tq_kvcache *c1 = NULL, *c2 = NULL;
@@ -52,6 +53,10 @@ static void run_case(const char *sch, int hd, int nh, int nkv, int n_layers, int
     CHECK(st == TQ_OK, "%s create: %s", sch, tq_last_error());
     if (st)
         goto out;
+    for (int l = 0; l < n_layers && l < 8; l++)
+        win[l] = l % 2 ? 0 : window; /* sliding on even layers (gemma3-like) */
+    if (window)
+        c1->window = c2->window = win;
     const size_t kvd = (size_t)nkv * hd, qd = (size_t)nh * hd;
     float *k = randv(r, (size_t)n_ctx * kvd, 1.0f), *v = randv(r, (size_t)n_ctx * kvd, 1.0f);
     float *q = randv(r, (size_t)n_ctx * qd, 2.0f);
@@ -91,7 +96,8 @@ static void run_case(const char *sch, int hd, int nh, int nkv, int n_layers, int
           sch, hd, thr_diff);
     if (constant_blocks && !(s.flags & TQ_KV_FLAG_ROTK)) /* rotation spreads a constant block */
         CHECK(((tq_kvc_turbo *)(void *)c1)->n_safe_blocks > 0, "%s: guard counted blocks", sch);
-    printf("  %-16s hd %3d heads %d/%d: worst %.3f of tolerance\n", sch, hd, nh, nkv, worst);
+    printf("  %-16s hd %3d heads %d/%d window %3d: worst %.3f of tolerance\n", sch, hd, nh, nkv,
+           window, worst);
     free(k);
     free(v);
     free(q);
@@ -112,15 +118,18 @@ int main(int argc, char **argv)
     CHECK(tq_pool_create(2, &pool2) == TQ_OK, "pool");
 
     /* fused == reference on random caches */
-    run_case("turbo", 64, 9, 3, 2, 70, 300, pool2, &r, 0);        /* SmolLM2 shape, chunks */
-    run_case("turbo:k4v3", 128, 8, 2, 1, 33, 40, pool2, &r, 0);
-    run_case("turbo:k8v8", 256, 4, 1, 1, 40, 20, pool2, &r, 0);
-    run_case("turbo:k2v2", 512, 2, 2, 1, 20, 10, pool2, &r, 0);
-    run_case("turbo:k5v5", 64, 4, 4, 1, 300, 5, pool2, &r, 0);    /* many query blocks */
-    run_case("turbo:k4v3+rk", 64, 9, 3, 2, 50, 30, pool2, &r, 0);
-    run_case("turbo:k8v3+e8", 128, 4, 2, 3, 20, 20, pool2, &r, 0);
-    run_case("turbo:k4v2+rk+e8", 64, 6, 3, 3, 20, 10, pool2, &r, 1);
-    run_case("turbo", 64, 9, 3, 1, 40, 20, pool2, &r, 1);         /* constant key blocks */
+    run_case("turbo", 64, 9, 3, 2, 70, 300, pool2, &r, 0, 0);        /* SmolLM2 shape, chunks */
+    run_case("turbo:k4v3", 128, 8, 2, 1, 33, 40, pool2, &r, 0, 0);
+    run_case("turbo:k8v8", 256, 4, 1, 1, 40, 20, pool2, &r, 0, 0);
+    run_case("turbo:k2v2", 512, 2, 2, 1, 20, 10, pool2, &r, 0, 0);
+    run_case("turbo:k5v5", 64, 4, 4, 1, 300, 5, pool2, &r, 0, 0);    /* many query blocks */
+    run_case("turbo:k4v3+rk", 64, 9, 3, 2, 50, 30, pool2, &r, 0, 0);
+    run_case("turbo:k8v3+e8", 128, 4, 2, 3, 20, 20, pool2, &r, 0, 0);
+    run_case("turbo:k4v2+rk+e8", 64, 6, 3, 3, 20, 10, pool2, &r, 1, 0);
+    run_case("turbo", 64, 9, 3, 1, 40, 20, pool2, &r, 1, 0);         /* constant key blocks */
+    /* sliding-window layers (test at the cache level; real sliding layers are stored bf16) */
+    run_case("turbo", 256, 4, 1, 2, 100, 300, pool2, &r, 0, 40);
+    run_case("turbo:k4v3", 64, 9, 3, 2, 300, 20, pool2, &r, 0, 77);
 
     /* the ISA's V-row decode to the rotated domain == the scalar spec, every width */
     {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/engine.h"
+#include "model/kvcache_turbo.h"
 #include "t.h"
 
 #define NP 12 /* prompt tokens */
@@ -202,6 +203,51 @@ int main(int argc, char **argv)
         CHECK(!memcmp(tf, tr, sizeof tf), "fused and reference greedy tokens equal");
         tq_session_free(sf);
         tq_session_free(sr);
+    }
+    /* sliding-window layers (tiny Gemma 3: window 8, head_dim 64): stored bf16, window honoured
+     * by both attentions; turbo k8v8 logits close to the bf16 cache's over 24 positions */
+    if (!access("tests/data/tiny/gemma3/model.safetensors", R_OK)) {
+        tq_model *g3 = NULL;
+        CHECK(tq_model_load("tests/data/tiny/gemma3", &mo, &g3) == TQ_OK, "gemma3: %s",
+              tq_last_error());
+        const tq_model_config *gc = &g3->cfg;
+        tq_session *sb = mk(g3, "bf16", 64), *sf = mk(g3, "turbo:k8v8", 64);
+        setenv("TQ_TURBO_ATTN", "ref", 1);
+        tq_session *sr = mk(g3, "turbo:k8v8", 64);
+        unsetenv("TQ_TURBO_ATTN");
+        int n_sl = 0, ok_kind = 1;
+        for (int l = 0; l < gc->n_layers; l++) {
+            const int sl = tq_model_config_layer_is_sliding(gc, l);
+            n_sl += sl;
+            ok_kind &= (tq_kvc_turbo_layer_scheme(sf->kv, l).kind == TQ_KV_BF16) == sl;
+        }
+        CHECK(n_sl > 0 && ok_kind, "gemma3: %d sliding layers stored bf16", n_sl);
+        const int n = 24, GV = g3->cfg.vocab;
+        float *lb = malloc((size_t)n * GV * 4), *lf = malloc((size_t)n * GV * 4),
+              *lr = malloc((size_t)n * GV * 4);
+        int32_t toks[24];
+        for (int i = 0; i < n; i++)
+            toks[i] = (int32_t)((7u * (unsigned)i + 3u) % (unsigned)GV);
+        CHECK(tq_session_eval_all(sb, toks, n, lb, (int64_t)n * GV) == TQ_OK, "bf16 eval");
+        CHECK(tq_session_eval_all(sf, toks, n, lf, (int64_t)n * GV) == TQ_OK, "turbo eval");
+        CHECK(tq_session_eval_all(sr, toks, n, lr, (int64_t)n * GV) == TQ_OK, "ref eval");
+        double num = 0, den = 0, numr = 0;
+        for (int i = 0; i < n * GV; i++) {
+            num += (lf[i] - lb[i]) * (double)(lf[i] - lb[i]);
+            numr += (lf[i] - lr[i]) * (double)(lf[i] - lr[i]);
+            den += (double)lb[i] * lb[i];
+        }
+        printf("gemma3 tiny (window %d): turbo k8v8 vs bf16 cache NMSE %.3g, fused vs ref %.3g\n",
+               gc->sliding_window, num / den, numr / den);
+        CHECK(num / den < 1e-3, "gemma3: turbo k8v8 close to bf16 (NMSE %.3g)", num / den);
+        CHECK(numr / den < 1e-8, "gemma3: fused == reference within rounding (%.3g)", numr / den);
+        free(lb);
+        free(lf);
+        free(lr);
+        tq_session_free(sb);
+        tq_session_free(sf);
+        tq_session_free(sr);
+        tq_model_free(g3);
     }
     unlink(path);
     unlink(bad);

@@ -148,6 +148,12 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
         memset(S + 2, 0, (size_t)hd * sizeof(float));
     }
     const int64_t t_end = t1 < j->pos0 + i1 ? t1 : j->pos0 + i1; /* last query sees < pos0+i1 */
+    /* sliding window: query p sees keys (p - W, p]; the first query's lower bound */
+    const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
+    if (W && t0 < j->pos0 + i0 - W + 1)
+        t0 = (j->pos0 + i0 - W + 1) / TQ_TURBO_KB * TQ_TURBO_KB > t0
+                 ? (j->pos0 + i0 - W + 1) / TQ_TURBO_KB * TQ_TURBO_KB
+                 : t0;
     for (int64_t tb = t0; tb < t_end; tb += TQ_TURBO_KB) {
         const int nk = (int)(t_end - tb < TQ_TURBO_KB ? t_end - tb : TQ_TURBO_KB);
         if (s.kind == TQ_KV_TURBO) {
@@ -164,15 +170,18 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
                 }
         }
         for (int64_t i = i0; i < i1; i++) {
-            const int64_t lim = j->pos0 + i; /* keys <= lim */
-            if (tb > lim)
+            const int64_t lim = j->pos0 + i; /* keys in [lo, lim] */
+            const int64_t lo = W ? lim - W + 1 : 0;
+            if (tb > lim || tb + nk <= lo)
                 continue;
-            const int nv = (int)(lim - tb + 1 < nk ? lim - tb + 1 : nk);
+            const int off = lo > tb ? (int)(lo - tb) : 0;
+            const int nv = (int)(lim - tb + 1 < nk ? lim - tb + 1 : nk) - off;
             for (int hh = 0; hh < group; hh++) {
                 const int h = (int)g * group + hh;
                 const float *q = j->q + ((size_t)i * nh + h) * hd;
                 float *S = st + ((size_t)(i - i0) * group + hh) * stride;
-                ak->block(q, kdec, vdec, nv, hd, scale, S, sc);
+                ak->block(q, kdec + (size_t)off * hd, vdec + (size_t)off * hd, nv, hd, scale, S,
+                          sc);
             }
         }
     }

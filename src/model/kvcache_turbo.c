@@ -108,8 +108,9 @@ static void ref_task(void *ctx, int ith, int nth)
         const uint8_t *V = c->v[j->il] + (size_t)g * c->n_ctx * vr;
         (void)tq_kv_decode_k(s, hd, K, n_win, Kf, n_win * hd, NULL);
         (void)tq_kv_decode_v(s, hd, V, n_win, Vf, n_win * hd, NULL);
+        const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
         for (int64_t i = 0; i < j->n_q; i++) {
-            const int64_t n_keys = j->pos0 + i + 1;
+            const int64_t n_keys = j->pos0 + i + 1, lo = W && n_keys > W ? n_keys - W : 0;
             for (int h = (int)g * group; h < ((int)g + 1) * group; h++) {
                 const float *q = j->q + (i * nh + h) * hd;
                 if (t->rot_k && s.kind == TQ_KV_TURBO) {
@@ -117,7 +118,7 @@ static void ref_task(void *ctx, int ith, int nth)
                     q = qr;
                 }
                 float mx = -INFINITY;
-                for (int64_t u = 0; u < n_keys; u++) {
+                for (int64_t u = lo; u < n_keys; u++) {
                     const float *kk = Kf + u * hd;
                     float d = 0.0f;
                     for (int e = 0; e < hd; e++)
@@ -126,13 +127,13 @@ static void ref_task(void *ctx, int ith, int nth)
                     mx = sc[u] > mx ? sc[u] : mx;
                 }
                 float sum = 0.0f;
-                for (int64_t u = 0; u < n_keys; u++) {
+                for (int64_t u = lo; u < n_keys; u++) {
                     sc[u] = expf(sc[u] - mx);
                     sum += sc[u];
                 }
                 float *o = j->out + (i * nh + h) * hd;
                 memset(o, 0, (size_t)hd * sizeof(float));
-                for (int64_t u = 0; u < n_keys; u++) {
+                for (int64_t u = lo; u < n_keys; u++) {
                     const float *vv = Vf + u * hd;
                     for (int e = 0; e < hd; e++)
                         o[e] += sc[u] * vv[e];
