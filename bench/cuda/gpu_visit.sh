@@ -20,6 +20,7 @@ t0=$(date +%s)
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ "$mode" = stash ]; then
     mkdir -p build/gpu-model && cp models/gpu_part_aa build/gpu-model/ && ls -la build/gpu-model
+    [ "${STASH_BUILD:-0}" = 1 ] || exit 0
 fi
 if [ -f build/gpu-model/gpu_part_aa ] && [ -f models/gpu_part_ab ] && [ ! -f "$model" ]; then
     cat build/gpu-model/gpu_part_aa models/gpu_part_ab > "$model"
@@ -69,6 +70,14 @@ h9)
     done
     timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 64,256 --ctx 1024,4096,16384,32768,65536,131072 \
         --batch 1,8 --reps 10 --csv "$out/sdpa_d64_d256.csv"; echo "sdpa d=64,256 rc=$?"
+    ;;
+h9d)
+    # final: the forward's test and decode bench with the final defaults (reduce kernel, split cap)
+    timeout 200 $B/test_cuda_fwd; echo "test_cuda_fwd rc=$?"
+    timeout 200 $B/bench_cuda -m "$model" --kv bf16,kv8,turbo:k8v3 --depths 1024,8192,32768 --decode 64 \
+        --check 2 --csv "$out/fwd_bench.csv"; echo "bench_cuda rc=$?"
+    timeout 300 $B/test_cuda_kv | grep -v "^attend.*d=128\|^attend.*d=256"; echo "test_cuda_kv rc=$?"
+    timeout 60 $B/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 32768,131072 --batch 1,8 --reps 20
     ;;
 h9c)
     # diagnostics of the quantized caches in the GPU forward: attention on the model's own data,

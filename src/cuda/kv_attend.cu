@@ -1096,6 +1096,11 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
         const int64_t max_ns = (len + (int64_t)tt * NW - 1) / ((int64_t)tt * NW);
         if (ns > max_ns)
             ns = max_ns;
+        // Few units (batch 1, 1-4 kv heads: the small models of the GPU forward) would get up to a
+        // few hundred splits, and the reduce kernel's per-row loop over them costs more than the
+        // parallelism gains; 64 splits x units blocks still cover the SMs once units >= 3.
+        if (ns > 64)
+            ns = 64;
     }
     if (ns < 1)
         ns = 1;
