@@ -213,6 +213,37 @@ int main(int argc, char **argv)
           "unfinished writer left files");
     rmdir(aborted);
 
+    /* broken indexes over the good shards: each refused, naming the index and the problem */
+    {
+        static const struct {
+            const char *json;
+            tq_status st;
+            const char *msg;
+        } bad[] = {
+            {"{\"weight_map\": {\"a\": \"missing.safetensors\"}}", TQ_E_IO, "missing.safetensors"},
+            {"{\"weight_map\": {\"nope\": \"model-00001-of-00003.safetensors\"}}", TQ_E_FORMAT,
+             "lacks it"},
+            {"{\"weight_map\": {\"a\": \"../single.safetensors\"}}", TQ_E_FORMAT,
+             "plain file name"},
+            {"{\"weight_map\": [1, 2]}", TQ_E_FORMAT, "weight_map"},
+            {"{\"weight_map\": {", TQ_E_FORMAT, "bad JSON"},
+        };
+        char idx[700];
+        snprintf(idx, sizeof(idx), "%s/bad.index.json", sharded);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            FILE *f = fopen(idx, "w");
+            tq_st *st = NULL;
+            tq_status rc;
+            fputs(bad[i].json, f);
+            fclose(f);
+            rc = tq_st_open(idx, &st);
+            CHECK(rc == bad[i].st && st == NULL, "bad index %zu: %s", i, tq_status_str(rc));
+            CHECK(strstr(tq_last_error(), bad[i].msg) != NULL, "bad index %zu: message '%s'", i,
+                  tq_last_error());
+        }
+        unlink(idx);
+    }
+
     if (keep && *keep) {
         write_expected(base);
         printf("kept outputs in %s\n", base);
