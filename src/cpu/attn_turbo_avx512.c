@@ -51,10 +51,11 @@ static void scal512(float a, float *y, int n)
 static void dec_v_rot512(const uint8_t *row, int d, int vb, float *out)
 {
     const float *C = tq_kv_centroids(vb);
-    const uint8_t *sc = tq_kv_turbo_v_scales(row, d, vb);
-    float tab[32] = {0};
-    memcpy(tab, C, (vb >= 5 ? 32 : (1u << vb)) * sizeof(float));
-    const __m512 t0 = _mm512_loadu_ps(tab), t1 = _mm512_loadu_ps(tab + 16);
+    const size_t packed = tq_kv_packed_bytes(d, vb), rb = tq_kv_turbo_v_row_bytes(d, vb);
+    const uint8_t *sc = row + packed;
+    /* masked loads: no read past a 4- or 8-entry codebook */
+    const __m512 t0 = _mm512_maskz_loadu_ps(vb >= 4 ? 0xffff : (__mmask16)((1u << (1u << vb)) - 1u), C);
+    const __m512 t1 = vb == 5 ? _mm512_loadu_ps(C + 16) : t0;
     const __m512i shifts = _mm512_set_epi64(7 * vb, 6 * vb, 5 * vb, 4 * vb, 3 * vb, 2 * vb, vb, 0);
     const __m512i mask = _mm512_set1_epi64((1ll << vb) - 1);
     for (int g = 0; g < d / TQ_KV_GROUP; g++) {
@@ -65,10 +66,14 @@ static void dec_v_rot512(const uint8_t *row, int d, int vb, float *out)
                 idx = _mm512_cvtepu8_epi32(
                     _mm_loadu_si128((const __m128i *)(const void *)(row + g * 32 + h * 16)));
             } else {
-                uint64_t u0 = 0, u1 = 0;
-                const uint8_t *p = row + (size_t)g * 4 * vb + (size_t)h * 2 * vb;
-                memcpy(&u0, p, (size_t)vb);
-                memcpy(&u1, p + vb, (size_t)vb);
+                const size_t o = (size_t)g * 4 * vb + (size_t)h * 2 * vb;
+                uint64_t u0, u1 = 0;
+                memcpy(&u0, row + o, 8); /* o + 8 <= rb: at least one more chunk or the scales */
+                if (o + vb + 8 <= rb)
+                    memcpy(&u1, row + o + vb, 8);
+                else
+                    for (int b = 0; b < vb; b++)
+                        u1 |= (uint64_t)row[o + vb + b] << (8 * b);
                 const __m256i a = _mm512_cvtepi64_epi32(
                     _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)u0), shifts), mask));
                 const __m256i b = _mm512_cvtepi64_epi32(
