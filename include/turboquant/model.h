@@ -78,7 +78,7 @@ TQ_API tq_status tq_model_get_info(const tq_model *model, tq_model_info *out);
 
 /* Options for tq_session_create(). Fill with tq_session_opts_default() first. */
 typedef struct tq_session_opts {
-    tq_kv_scheme kv;  /* cache scheme: f32, bf16, kv8, kv4 now (f16 too); default bf16   */
+    tq_kv_scheme kv;  /* cache scheme: f32, f16, bf16, kv8, kv4, turbo[...]; default bf16 */
     int n_ctx;        /* capacity in tokens; 0 = the model's max_ctx (default 0)         */
     int n_batch;      /* tokens per forward chunk in prefill (buffers are sized for it);
                        * 0 = 256 (default). Longer evals are split into chunks.         */
