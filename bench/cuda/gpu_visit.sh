@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # gpu_visit.sh MODE -- one visit to the GPU machine: build, correctness, sanitizer, benchmarks.
 # MODE: smoke (build + quick test + short bench), main / final (full test, sanitizers, speed
-# tables with the SDPA peer, a tuning variant), test, bench; stash + h9 (two calls: the model's
-# halves, then the GPU forward's test and bench + the decode-attention test and tables). Logs and CSVs go to $OUT (default out/gpu).
+# tables with the SDPA peer, a tuning variant), test, bench; stash + h9 / h9c / h9d (two calls to
+# one warm machine: the model's halves, then h9 = the GPU forward's test and bench + the
+# decode-attention test and tables with same-run A/B lines, h9c = diagnostics of the quantized
+# caches in the forward, h9d = final forward test + bench). Logs and CSVs go to $OUT (default out/gpu).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-smoke}
