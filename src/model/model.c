@@ -258,7 +258,8 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
         goto fail;
     if (!m->lm_head) {
         if (!c->tied_embeddings)
-            tq_log(TQ_LOG_INFO, "%s: no lm_head.weight; using the tied embedding", path);
+            tq_log(TQ_LOG_WARN, "%s: the config says untied embeddings but there is no "
+                                "lm_head.weight; using the embedding as the output layer", path);
         m->lm_head = m->embed;
     }
     for (int il = 0; il < c->n_layers; il++) {
