@@ -432,12 +432,16 @@ int cmd_generate(int argc, char **argv)
     if ((rc = prompt_cache(cmd, g.session, load_pc, save_pc, ids, n, &skip)))
         goto out;
     s = tq_generator_run(g.gen, ids + skip, n - skip, gen_print_cb, NULL, &st);
-    printf("\n");
-    fflush(stdout);
     if (s) {
-        rc = cli_error(cmd, s, "generation failed");
+        fflush(stdout);
+        rc = cli_error(cmd, s, "cannot generate");
+        if (s == TQ_E_OVERFLOW)
+            fprintf(stderr, "tq %s: the context holds %lld tokens (--ctx; the model allows %d)\n",
+                    cmd, (long long)tq_session_n_ctx(g.session), g.info.max_ctx);
         goto out;
     }
+    printf("\n");
+    fflush(stdout);
     if (!a.quiet)
         gen_print_stats(&st);
     rc = 0;

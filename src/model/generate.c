@@ -175,13 +175,18 @@ tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_pro
         return TQ_FAIL(TQ_E_ARG, "tq_generator_run: empty prompt (at least one token is needed "
                                  "to produce the first logits)");
     const int64_t n_past = tq_session_n_past(g->session), n_ctx = tq_session_n_ctx(g->session);
-    if (n_past + n_prompt + 1 > n_ctx)
-        return TQ_FAIL(TQ_E_OVERFLOW, "prompt of %lld tokens%s%lld%s does not fit a context of "
-                       "%lld tokens with room to generate (use a larger context, e.g. --ctx %lld, "
-                       "or a shorter prompt)", (long long)n_prompt,
-                       n_past ? " on top of " : "", (long long)n_past,
-                       n_past ? " already in the session" : "", (long long)n_ctx,
-                       (long long)(n_past + n_prompt + 1));
+    if (n_past + n_prompt + 1 > n_ctx) {
+        if (n_past)
+            return TQ_FAIL(TQ_E_OVERFLOW, "prompt of %lld tokens on top of %lld already in the "
+                           "session does not fit a context of %lld tokens with room to generate "
+                           "(start over, or use a larger context: at least %lld)",
+                           (long long)n_prompt, (long long)n_past, (long long)n_ctx,
+                           (long long)(n_past + n_prompt + 1));
+        return TQ_FAIL(TQ_E_OVERFLOW, "prompt of %lld tokens does not fit a context of %lld "
+                       "tokens with room to generate (use a shorter prompt or a larger context: "
+                       "at least %lld)", (long long)n_prompt, (long long)n_ctx,
+                       (long long)(n_prompt + 1));
+    }
     for (int64_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= g->n_vocab)
             return TQ_FAIL(TQ_E_ARG, "prompt token %lld: id %d outside the vocabulary [0, %d)",
