@@ -1,8 +1,9 @@
 /* test_engine_bench.c -- matvec/GEMM kernel timings on SmolLM2-135M shapes (label slow): decode
  * (n = 1) and prefill (n = 128) for every kernel table and weight dtype, one thread, median of 7
- * runs interleaved across kernels, in thread CPU time. One line per case: op dtype kernel m k n ms GFLOP/s GB/s(weights). Used to choose the
- * prefill GEMM (own kernels vs OpenBLAS) and the bf16 kernel; see docs/results.md. Checks that
- * every kernel agrees with the scalar specification on the timed shapes (NMSE). */
+ * runs interleaved across kernels, in thread CPU time. One line per case: op dtype kernel m k n
+ * ms GFLOP/s GB/s(weights). Used to choose the prefill GEMM (own kernels vs OpenBLAS) and the
+ * bf16 kernel; see docs/results.md. Checks that every kernel agrees with the reference on the
+ * timed shapes (NMSE). */
 #include <stdlib.h>
 
 #include "core/core.h"

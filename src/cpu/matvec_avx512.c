@@ -94,7 +94,8 @@
                     a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x2 + j), a2);                       \
                     a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x3 + j), a3);                       \
                 }                                                                                \
-                float s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1), s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);            \
+                float s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);               \
+                float s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);               \
                 for (int64_t j = k8; j < k; j++) {                                               \
                     const float wj = SC(wr + j);                                                 \
                     s0 += wj * x0[j];                                                            \
@@ -122,7 +123,8 @@
                     a2 = _mm512_fmadd_ps(LD(w2 + j), xv, a2);                                    \
                     a3 = _mm512_fmadd_ps(LD(w3 + j), xv, a3);                                    \
                 }                                                                                \
-                float s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1), s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);            \
+                float s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);               \
+                float s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);               \
                 for (int64_t j = k8; j < k; j++) {                                               \
                     s0 += SC(w0 + j) * xt[j];                                                    \
                     s1 += SC(w1 + j) * xt[j];                                                    \
@@ -139,7 +141,7 @@
                 __m512 a0 = _mm512_setzero_ps();                                                 \
                 for (int64_t j = 0; j < k8; j += 16)                                              \
                     a0 = _mm512_fmadd_ps(LD(wr + j), _mm512_loadu_ps(xt + j), a0);               \
-                float s0 = _mm512_reduce_add_ps(a0);                                                            \
+                float s0 = _mm512_reduce_add_ps(a0);                                             \
                 for (int64_t j = k8; j < k; j++)                                                 \
                     s0 += SC(wr + j) * xt[j];                                                    \
                 y[t * ldy + r] = s0;                                                             \
