@@ -3,7 +3,8 @@
  *    NULLs its output handle; tq_cuda_available() is 0;
  *  - with CUDA compiled in: scheme/head_dim support is answered without a device, bad arguments
  *    get TQ_E_ARG naming the argument, and with no device create/encode fail with TQ_E_CUDA;
- *    with a device, create/free of a small cache works (the kernels are tested by test_cuda_kv). */
+ *    with a device, create/free of a small cache works (the kernels are tested by test_cuda_kv);
+ *  - the GPU session entry points reject NULL handles (TQ_E_ARG; TQ_E_UNSUPPORTED without CUDA). */
 #include <string.h>
 
 #include "t.h"
@@ -39,6 +40,12 @@ int main(int argc, char **argv)
         CHECK(tq_cuda_kv_length(NULL) == 0, "length");
         tq_cuda_kv_free(NULL);
         tq_cuda_free(NULL);
+        tq_cuda_session *gs = (tq_cuda_session *)buf;
+        CHECK(tq_cuda_session_create(NULL, bf16, 128, &gs) == TQ_E_UNSUPPORTED && gs == NULL, "session create");
+        const int32_t tok = 1;
+        CHECK(tq_cuda_session_eval(NULL, &tok, 1, NULL) == TQ_E_UNSUPPORTED, "session eval");
+        CHECK(tq_cuda_session_n_past(NULL) == 0, "session n_past");
+        tq_cuda_session_free(NULL);
         return t_done();
     }
 
@@ -71,6 +78,22 @@ int main(int argc, char **argv)
     CHECK(tq_cuda_copy_bandwidth(1 << 20, 0, (double *)buf, (double *)buf + 1) == TQ_E_ARG, "copy bw reps 0");
     CHECK(tq_cuda_kv_length(NULL) == 0, "length of NULL");
     tq_cuda_kv_free(NULL);
+
+    /* the GPU session (tq_cuda_session_*): NULL handles are TQ_E_ARG, never a crash */
+    {
+        tq_cuda_session *gs = (tq_cuda_session *)buf;
+        const tq_status want = TQ_E_ARG;
+        CHECK(tq_cuda_session_create(NULL, bf16, 128, &gs) == want && gs == NULL, "session create(NULL model)");
+        const int32_t tok = 1;
+        CHECK(tq_cuda_session_eval(NULL, &tok, 1, NULL) == want, "session eval(NULL)");
+        CHECK(tq_cuda_session_sync(NULL) == want, "session sync(NULL)");
+        size_t wb = 1, kb = 1;
+        CHECK(tq_cuda_session_bytes(NULL, &wb, &kb) == want, "session bytes(NULL)");
+        CHECK(tq_cuda_session_debug(NULL, 0, NULL, NULL, NULL) == want, "session debug(NULL)");
+        CHECK(tq_cuda_session_n_past(NULL) == 0, "session n_past(NULL)");
+        tq_cuda_session_reset(NULL);
+        tq_cuda_session_free(NULL);
+    }
 
     if (tq_cuda_available() <= 0) {
         c = (tq_cuda_kv *)buf;
