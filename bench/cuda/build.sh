@@ -4,7 +4,10 @@
 # Produces OUTDIR/test_cuda_kv and OUTDIR/kv_bench_cuda. Arch: TQ_CUDA_ARCH (default 90a).
 # TQ_FULL=1: the whole library (io, model, cpu: the CPU engine too) and OUTDIR/bench_cuda
 # (`tq bench --cuda`) + OUTDIR/test_cuda_fwd; json-c / pcre2 headers and static libraries are taken
-# from build/h9-deps/ (copied from a dev machine, carried) when the system has none.
+# from build/h9-deps/ when the system has none. Make it on a dev machine (Debian 12 here) and name it
+# in the device tool's carry list:
+#   mkdir -p build/h9-deps/include build/h9-deps/lib && cp -r /usr/include/json-c /usr/include/pcre2.h \
+#     build/h9-deps/include/ && cp /usr/lib/x86_64-linux-gnu/lib{json-c,pcre2-8}.a build/h9-deps/lib/
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/cuda-direct}
