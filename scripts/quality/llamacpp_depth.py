@@ -6,8 +6,10 @@ and a Q8_0 KV cache (llama-cpp-python, built from source), SmolLM2-135M-Instruct
 For each KV type: one context of 8192 + 64 tokens; real text is prefilled up to each depth
 (1024, then on to 4096, then 8192), and STEPS single-token decode steps are timed there
 (median of ROUNDS rounds; the decoded tokens are removed again before the next prefill).
-flash_attn is on for both (llama.cpp needs it for a quantized V cache).
-usage: python3 scripts/quality/llamacpp_depth.py [--steps 8] [--rounds 3] [--json OUT]
+Configurations: f16 without flash attention (llama.cpp's CPU default), f16 with it, q8_0 K+V
+with it (llama.cpp needs flash attention for a quantized V cache).
+usage: python3 scripts/quality/llamacpp_depth.py [--depths 1024,4096,8192] [--steps 8]
+       [--rounds 3] [--json OUT]
 """
 import argparse
 import json
@@ -22,15 +24,17 @@ ap.add_argument("--steps", type=int, default=8)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--json")
+ap.add_argument("--depths", default="1024,4096,8192")
 a = ap.parse_args()
-DEPTHS = [1024, 4096, 8192]
+DEPTHS = [int(x) for x in a.depths.split(",")]
 txt = open("/work/shared/assets/corpora/wikitext-2-raw-test.txt", encoding="utf-8").read(400000)
 res = []
-for name, ty in (("f16", llama_cpp.GGML_TYPE_F16), ("q8_0", llama_cpp.GGML_TYPE_Q8_0)):
-    llm = llama_cpp.Llama(model_path=a.model, n_ctx=8192 + 64, n_batch=512, n_ubatch=512,
+for name, ty, fa in (("f16", llama_cpp.GGML_TYPE_F16, False), ("f16+fa", llama_cpp.GGML_TYPE_F16, True),
+                     ("q8_0+fa", llama_cpp.GGML_TYPE_Q8_0, True)):
+    llm = llama_cpp.Llama(model_path=a.model, n_ctx=max(DEPTHS) + 64, n_batch=512, n_ubatch=512,
                           n_threads=a.threads, n_threads_batch=a.threads, type_k=ty, type_v=ty,
-                          flash_attn=True, verbose=False)
-    toks = llm.tokenize(txt.encode(), add_bos=False, special=False)[:8192]
+                          flash_attn=fa, verbose=False)
+    toks = llm.tokenize(txt.encode(), add_bos=False, special=False)[:max(DEPTHS)]
     n = 0
     for d in DEPTHS:
         t0 = time.time()
