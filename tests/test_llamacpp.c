@@ -9,7 +9,8 @@
  *     that misses only the divergence inside the tail; see ref_logits.py);
  *   - greedy continuations (tq feeding its own tokens) equal for >= 32 tokens on most prompts
  *     (at least 3/4 of them; the count is printed).
- * Arguments: [--model PATH] [--data PATH] [--weights f16|bf16|f32] (defaults: the F16 pair). */
+ * Arguments: [--model PATH] [--data PATH] [--weights f16|bf16|f32] (defaults: the F16 pair;
+ * test_llamacpp_bf16.c builds this file with the BF16 pair as defaults). */
 #include <json-c/json.h>
 
 #include "t.h"
@@ -31,10 +32,16 @@ static uint32_t rd32(const unsigned char *p)
 
 int main(int argc, char **argv)
 {
+#ifdef LLAMACPP_BF16 /* test_llamacpp_bf16.c: the same on the BF16 pair */
+    const char *model_path = "models/SmolLM2-135M-Instruct.BF16.gguf";
+    const char *data_path = "tests/data/llamacpp/smollm2_bf16.bin";
+    tq_dtype wt = TQ_DTYPE_BF16;
+#else
     const char *model_path = "models/SmolLM2-135M-Instruct.F16.gguf";
     const char *data_path = "tests/data/llamacpp/smollm2_f16.bin";
-    const char *prompts_path = "tests/data/llamacpp/prompts.json";
     tq_dtype wt = TQ_DTYPE_F16;
+#endif
+    const char *prompts_path = "tests/data/llamacpp/prompts.json";
     t_init(argc, argv, "test_llamacpp");
     for (int i = 1; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--model"))
@@ -49,7 +56,7 @@ int main(int argc, char **argv)
     }
     FILE *f = fopen(model_path, "rb");
     if (!f)
-        return t_skip("no F16 model: run scripts/get-model.sh smollm2 && python3 "
+        return t_skip("no F16/BF16 model: run scripts/get-model.sh smollm2 && python3 "
                       "scripts/llamacpp/make_f16_gguf.py");
     fclose(f);
 
