@@ -29,7 +29,8 @@ typedef enum tq_kv_kind {
  * (TQ_KV_FLAG_*; 0 = the reference). The row codec (encode/decode below) runs flags == 0 only;
  * the engine's turbo cache implements the variants (src/model/kvcache_turbo.c). */
 #define TQ_KV_FLAG_ROTK 0x100u  /* "+rk": keys Hadamard-rotated at encode, queries at attention   */
-#define TQ_KV_FLAG_EDGE8 0x200u /* "+e8": first and last layer stored as turbo:k8v8             */
+#define TQ_KV_FLAG_EDGE8 0x200u /* first and last layer stored as turbo:k8v8; measured, did not
+                                 * earn a scheme name (not parsed; docs/results.md)            */
 #define TQ_KV_FLAGS_ALL 0x300u
 typedef struct tq_kv_scheme {
     tq_kv_kind kind;
@@ -39,7 +40,7 @@ typedef struct tq_kv_scheme {
 } tq_kv_scheme;
 
 /* tq_kv_scheme_parse() -- "f32", "f16", "bf16", "kv8", "kv4", "turbo" (= turbo:k8v3) or
- * "turbo:k<K>v<V>", optionally followed by "+rk" and/or "+e8" (TQ_KV_FLAG_*). On failure
+ * "turbo:k<K>v<V>", optionally followed by "+rk" (TQ_KV_FLAG_ROTK). On failure
  * returns TQ_E_ARG with a message listing the valid choices. */
 TQ_API tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out);
 /* tq_kv_scheme_name() -- canonical name ("turbo:k8v3", "kv8") into buf; returns buf. */

@@ -10,8 +10,8 @@
 
 static const char schemes_help[] =
     "f32, f16, bf16, kv8, kv4, turbo (= turbo:k8v3), turbo:k<K>v<V> with K in {2,4,5,8} "
-    "(8 = signed int8) and V in {2,3,4,5,8}, each turbo optionally + \"+rk\" (rotated keys) "
-    "and/or \"+e8\" (first/last layer k8v8)";
+    "(8 = signed int8) and V in {2,3,4,5,8}, each turbo optionally followed by \"+rk\" (rotated "
+    "keys)";
 
 const char *tq_kv_schemes_help(void)
 {
@@ -51,7 +51,8 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
             *out = s;
             return TQ_OK;
         }
-    /* turbo variants: a "+rk" / "+e8" suffix sets TQ_KV_FLAG_ROTK / TQ_KV_FLAG_EDGE8 */
+    /* turbo variant: a "+rk" suffix sets TQ_KV_FLAG_ROTK. ("+e8", TQ_KV_FLAG_EDGE8, was measured
+     * and is not offered: docs/results.md "TurboQuant KV cache in the engine".) */
     char base[32];
     const char *plus = strchr(str, '+');
     const size_t blen = plus ? (size_t)(plus - str) : strlen(str);
@@ -61,8 +62,6 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
         for (const char *q = plus; q && *q;) {
             if (!strncmp(q, "+rk", 3) && !(s.flags & TQ_KV_FLAG_ROTK))
                 s.flags |= TQ_KV_FLAG_ROTK;
-            else if (!strncmp(q, "+e8", 3) && !(s.flags & TQ_KV_FLAG_EDGE8))
-                s.flags |= TQ_KV_FLAG_EDGE8;
             else
                 return TQ_FAIL(TQ_E_ARG, "kv scheme '%s' is not valid; valid: %s", str,
                                schemes_help);
