@@ -174,8 +174,9 @@ int cmd_chat(int argc, char **argv)
     if ((rc = gen_open(cmd, &a, &g)))
         return rc;
     if (fmt == TQ_CHAT_AUTO && tq_chat_detect(g.tok, &fmt) != TQ_OK) {
-        rc = cli_error(cmd, TQ_E_UNSUPPORTED, "the model '%s' has no chat template this tool knows; "
-                       "name one with --format chatml|llama3", a.model);
+        rc = cli_error(cmd, TQ_E_UNSUPPORTED,
+                       "the model '%s' has no chat template this tool knows; name one with --format chatml|llama3",
+                       a.model);
         goto out;
     }
     const int tty = isatty(0);
@@ -280,7 +281,8 @@ int cmd_chat(int argc, char **argv)
         memcpy(c.cached + n, c.gen, (size_t)st.n_decode * sizeof(int32_t));
         c.n_cached = n + st.n_decode;
         free(ids);
-        c.msgs[c.n_msgs++] = (tq_chat_msg){"assistant", c.n_reply ? strndup(c.reply, c.n_reply) : strdup("")};
+        char *reply = c.n_reply ? strndup(c.reply, c.n_reply) : strdup("");
+        c.msgs[c.n_msgs++] = (tq_chat_msg){"assistant", reply};
         if (!a.quiet)
             gen_print_stats(&st);
         if (st.stop == TQ_GEN_STOP_CTX)

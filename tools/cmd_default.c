@@ -93,7 +93,8 @@ int cmd_default(int argc, char **argv)
     int32_t *ids = NULL;
     int64_t n_ids = 0;
     tq_gen_stats st;
-    tq_status s = tq_chat_render(g.tok, TQ_CHAT_AUTO, &msg, 1, 1, prompt, sizeof(prompt), &n_prompt);
+    tq_status s =
+        tq_chat_render(g.tok, TQ_CHAT_AUTO, &msg, 1, 1, prompt, sizeof(prompt), &n_prompt);
     if (s) {
         rc = cli_error(cmd, s, "cannot apply the chat template");
         goto out;
