@@ -1,5 +1,6 @@
 /* test_pool.c -- the thread pool: every slice runs exactly once, results are identical for
- * 1, 2, 7 and 16 threads, and many back-to-back jobs do not lose wake-ups. Run under TSan too. */
+ * 1, 2, 7 and 16 threads, and many back-to-back jobs do not lose wake-ups, both when workers
+ * sleep between jobs (TQ_POOL_SPIN=0) and when they spin first. Run under TSan too. */
 #include "core/core.h"
 #include "t.h"
 
@@ -25,9 +26,12 @@ int main(int argc, char **argv)
     const int counts[] = {1, 2, 7, 16};
     enum { N = 10007 };
     static int64_t out[N];
+    const char *spins[] = {"0", "3000"};
+    for (unsigned sp = 0; sp < 2; sp++)
     for (unsigned c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        setenv("TQ_POOL_SPIN", spins[sp], 1);
         tq_pool *p = NULL;
-        CHECK(tq_pool_create(counts[c], &p) == TQ_OK, "create %d", counts[c]);
+        CHECK(tq_pool_create(counts[c], &p) == TQ_OK, "create %d (spin %s)", counts[c], spins[sp]);
         CHECK(tq_pool_size(p) == counts[c], "size");
         int hits[16] = {0};
         job j = {N, out, hits};

@@ -1,21 +1,35 @@
-/* pool.c -- a small fork-join thread pool: mutex + condition variables, no spin-polling.
- * tq_pool_run() wakes every worker with a new generation number, runs slice 0 on the caller and
- * waits until all workers report done. Work is split by (ith, nth) only, so results never depend
- * on scheduling. */
+/* pool.c -- a small fork-join thread pool. tq_pool_run() publishes a job by bumping an atomic
+ * generation number, runs slice 0 on the caller and waits until every worker reports done.
+ * Between jobs a worker may spin on the generation for TQ_POOL_SPIN pause iterations before it
+ * sleeps on a condition variable (default 0: sleep at once, so an idle or oversubscribed box
+ * loses nothing; on a quiet machine a short spin saves the futex wake-up per decode job -- not
+ * yet measured cleanly, see docs/results.md "vs llama.cpp"). The caller waits for the last
+ * worker the same way. Work is split by (ith, nth) only, so results never depend on scheduling. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
 
 #include "core/core.h"
 
+enum { DEFAULT_SPIN = 0 }; /* sleep at once: spinning measured harmful on an oversubscribed box */
+
 struct tq_pool {
-    int n;                   /* threads per job, caller included            */
-    pthread_t *threads;      /* (n - 1) workers                             */
+    int n;                       /* threads per job, caller included                        */
+    int spin;                    /* pause iterations before sleeping                         */
+    pthread_t *threads;          /* (n - 1) workers                                          */
     pthread_mutex_t mu;
-    pthread_cond_t wake;     /* workers wait here for a new generation      */
-    pthread_cond_t done;     /* caller waits here for pending == 0          */
-    uint64_t generation;     /* bumped once per job                         */
-    int pending;             /* workers still running the current job       */
-    int quit;
+    pthread_cond_t wake;         /* sleeping workers wait here for a new generation          */
+    pthread_cond_t done;         /* a sleeping caller waits here for pending == 0            */
+    _Atomic uint64_t generation; /* bumped once per job (release); fn/ctx published by it    */
+    _Atomic int pending;         /* workers still running the current job                    */
+    _Atomic int quit;
     tq_task_fn fn;
     void *ctx;
 };
@@ -25,28 +39,41 @@ typedef struct worker_arg {
     int ith;
 } worker_arg;
 
+/* wait_new_job() -- spin, then sleep, until the generation moves past `seen` or quit is set. */
+static uint64_t wait_new_job(tq_pool *p, uint64_t seen)
+{
+    uint64_t g;
+    for (int i = 0; i < p->spin; i++) {
+        g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g != seen || atomic_load_explicit(&p->quit, memory_order_relaxed))
+            return g;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mu);
+    while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+           !atomic_load_explicit(&p->quit, memory_order_relaxed))
+        pthread_cond_wait(&p->wake, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    return g;
+}
+
 static void *worker_main(void *arg)
 {
     worker_arg wa = *(worker_arg *)arg;
     tq_pool *p = wa.pool;
     uint64_t seen = 0;
     tq_free(arg);
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit)
+        seen = wait_new_job(p, seen);
+        if (atomic_load_explicit(&p->quit, memory_order_acquire))
             break;
-        seen = p->generation;
-        tq_task_fn fn = p->fn;
-        void *ctx = p->ctx;
-        pthread_mutex_unlock(&p->mu);
-        fn(ctx, wa.ith, p->n);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0)
+        p->fn(p->ctx, wa.ith, p->n);
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu); /* the caller may be asleep: wake it under the lock */
             pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -65,6 +92,13 @@ tq_status tq_pool_create(int n_threads, tq_pool **out)
     if (!p)
         return TQ_FAIL(TQ_E_NOMEM, "tq_pool_create: out of memory");
     p->n = n_threads;
+    p->spin = DEFAULT_SPIN;
+    const char *s = getenv("TQ_POOL_SPIN");
+    if (s && *s)
+        p->spin = atoi(s) > 0 ? atoi(s) : 0;
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->quit, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -101,7 +135,7 @@ void tq_pool_free(tq_pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    atomic_store_explicit(&p->quit, 1, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++)
@@ -124,16 +158,23 @@ void tq_pool_run(tq_pool *p, tq_task_fn fn, void *ctx)
         fn(ctx, 0, 1);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
-    p->pending = p->n - 1;
-    p->generation++;
+    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    /* Sleeping workers check the generation under the mutex, so taking it here before the
+     * broadcast means none can miss this job. */
+    pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n);
+    for (int i = 0; i < p->spin; i++) {
+        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0)
+            return;
+        cpu_relax();
+    }
     pthread_mutex_lock(&p->mu);
-    while (p->pending > 0)
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
