@@ -1,10 +1,13 @@
 /* pool.c -- a small fork-join thread pool. tq_pool_run() publishes a job by bumping an atomic
  * generation number, runs slice 0 on the caller and waits until every worker reports done.
- * Between jobs a worker may spin on the generation for TQ_POOL_SPIN pause iterations before it
- * sleeps on a condition variable (default 0: sleep at once, so an idle or oversubscribed box
- * loses nothing; on a quiet machine a short spin saves the futex wake-up per decode job -- not
- * yet measured cleanly, see docs/results.md "vs llama.cpp"). The caller waits for the last
- * worker the same way. Work is split by (ith, nth) only, so results never depend on scheduling. */
+ * Between jobs a worker spins on the generation for TQ_POOL_SPIN pause iterations (default
+ * 2000), then sleeps on a condition variable, so an idle pool costs no CPU. Decode issues a job
+ * every few tens of microseconds; a futex wake-up per job cost as much as the second thread
+ * saved (SmolLM2 decode, 2 threads, quiet box: 42-47 tok/s sleeping at once, 78-81 with 2000,
+ * 82-85 with 20000; 1 thread 41-42). On an oversubscribed box spinning hurts (2000: -7 %,
+ * 4000: -37 % in one loaded run), hence the short default; TQ_POOL_SPIN=0 always sleeps.
+ * The caller waits for the last worker the same way. Work is split by (ith, nth) only, so
+ * results never depend on scheduling. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,7 +21,7 @@
 
 #include "core/core.h"
 
-enum { DEFAULT_SPIN = 0 }; /* sleep at once: spinning measured harmful on an oversubscribed box */
+enum { DEFAULT_SPIN = 2000 }; /* pause iterations (~10-50 us): see the measurements above */
 
 struct tq_pool {
     int n;                       /* threads per job, caller included                        */
