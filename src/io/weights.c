@@ -471,7 +471,7 @@ tq_status tq_weights_read_rows(const tq_weights *w, const char *name, int64_t r0
 {
     const int64_t i = tq_weights_find(w, name);
     const w_entry *e;
-    size_t need;
+    size_t need = 0;
     int64_t row_len;
     if (i < 0)
         return TQ_FAIL(TQ_E_ARG, "weights: no tensor named '%s'", name ? name : "(null)");
