@@ -65,12 +65,28 @@ static tq_status make_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session 
     return tq_session_create(m, &o, s);
 }
 
+/* One window through a reset session. Only positions >= ctx/2 are scored, so the leading
+ * multiple of n_batch below ctx/2 is evaluated without logits (no output layer for it); the
+ * forward calls keep the same chunk boundaries as one eval_all of the whole window, so the
+ * numbers are identical. Returns the index of the first token whose logits are in lg[0]. */
+static tq_status eval_window(tq_session *s, const int32_t *buf, int ctx, int vocab, float *lg,
+                             int *first)
+{
+    const int nb = ctx < 256 ? ctx : 256, skip = ctx / 2 / nb * nb;
+    tq_status st;
+    tq_session_reset(s);
+    if (skip > 0 && (st = tq_session_eval(s, buf, skip, NULL)))
+        return st;
+    *first = skip;
+    return tq_session_eval_all(s, buf + skip, ctx - skip, lg, (int64_t)(ctx - skip) * vocab);
+}
+
 tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32_t bos,
                       tq_kv_scheme kv,
                       int ctx, int64_t max_windows, tq_eval_progress_fn progress, void *user,
                       tq_ppl_result *out)
 {
-    int64_t nw;
+    int64_t nw = 0;
     tq_status st;
     if (!m || !out)
         return TQ_FAIL(TQ_E_ARG, "tq_eval_ppl: NULL argument");
@@ -91,12 +107,12 @@ tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int3
     double nll = 0.0;
     int64_t n = 0;
     for (int64_t w = 0; w < nw; w++) {
+        int first;
         window_tokens(bos, tokens, w, ctx, buf);
-        tq_session_reset(s);
-        if ((st = tq_session_eval_all(s, buf, ctx, lg, (int64_t)ctx * vocab)))
+        if ((st = eval_window(s, buf, ctx, vocab, lg, &first)))
             goto done;
         for (int i = ctx / 2; i < ctx - 1; i++) {
-            const float *row = lg + (size_t)i * vocab;
+            const float *row = lg + (size_t)(i - first) * vocab;
             nll += row_lse(row, vocab, NULL) - (double)row[tokens[w * ctx + i + 1]];
             n++;
         }
@@ -137,7 +153,7 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32
                      tq_eval_progress_fn progress, void *user, tq_kl_stats *out,
                      tq_kl_stats *teacher_out)
 {
-    int64_t nw;
+    int64_t nw = 0;
     tq_status st;
     if (!m || (n_students > 0 && (!students || !out)) || n_students < 0)
         return TQ_FAIL(TQ_E_ARG, "tq_eval_kl: NULL argument or bad student count");
@@ -167,12 +183,12 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32
         if ((st = make_session(m, students[k], ctx, &ss[k])))
             goto done;
     for (int64_t w = 0; w < nw; w++) {
+        int first;
         window_tokens(bos, tokens, w, ctx, buf);
-        tq_session_reset(ts);
-        if ((st = tq_session_eval_all(ts, buf, ctx, lg, (int64_t)ctx * vocab)))
+        if ((st = eval_window(ts, buf, ctx, vocab, lg, &first)))
             goto done;
         for (int i = 0; i < ns; i++) {
-            const float *row = lg + (size_t)(ctx / 2 + i) * vocab;
+            const float *row = lg + (size_t)(ctx / 2 + i - first) * vocab;
             const double lse = row_lse(row, vocab, &tam[i]);
             float *tp = tlp + (size_t)i * vocab;
             double neg = 0.0, sp = 0.0;
@@ -187,11 +203,10 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32
             nll[n_students] += lse - (double)row[tokens[w * ctx + ctx / 2 + i + 1]];
         }
         for (int k = 0; k < n_students; k++) {
-            tq_session_reset(ss[k]);
-            if ((st = tq_session_eval_all(ss[k], buf, ctx, lg, (int64_t)ctx * vocab)))
+            if ((st = eval_window(ss[k], buf, ctx, vocab, lg, &first)))
                 goto done;
             for (int i = 0; i < ns; i++) {
-                const float *row = lg + (size_t)(ctx / 2 + i) * vocab;
+                const float *row = lg + (size_t)(ctx / 2 + i - first) * vocab;
                 int am;
                 const double lse = row_lse(row, vocab, &am);
                 /* KL = sum_v pt_v (log pt_v - (row_v - lse)) with the same float pt_v */
