@@ -70,9 +70,13 @@ const tq_mm_kernels *tq_mm_scalar(void)
 }
 
 #ifdef TQ_HAVE_OPENBLAS
-/* OpenBLAS sgemm on the thread's row slice: Y[:, r0:r1] = X W[r0:r1]^T. Our pool splits the
- * rows, so OpenBLAS itself must run single-threaded (its own threads would fight our pool for
- * the same cores): set once, process-wide. */
+/* OpenBLAS sgemm on the thread's row slice: Y[:, r0:r1] = X W[r0:r1]^T, one call per
+ * BLAS_BLK-row block (slices are whole blocks, tq_mm.gemm_blk): OpenBLAS rounds differently
+ * depending on a row's place in the matrix it is given (edge tiles), so calls of a fixed shape
+ * keep the result independent of the thread count. Our pool splits the rows, so OpenBLAS itself
+ * must run single-threaded (its own threads would fight our pool for the same cores): set once,
+ * process-wide. */
+#define BLAS_BLK 64
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void)
 {
@@ -83,11 +87,12 @@ static void mm_blas_f32(const void *w, int64_t k, const float *x, const uint16_t
                         int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
 {
     pthread_once(&blas_once, blas_single);
-    if (r1 <= r0)
-        return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(r1 - r0),
-                (blasint)k, 1.0f, x, (blasint)ldx, (const float *)w + r0 * k, (blasint)k, 0.0f,
-                y + r0, (blasint)ldy);
+    for (int64_t b = r0; b < r1; b += BLAS_BLK) {
+        const int64_t e = b + BLAS_BLK < r1 ? b + BLAS_BLK : r1;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(e - b),
+                    (blasint)k, 1.0f, x, (blasint)ldx, (const float *)w + b * k, (blasint)k,
+                    0.0f, y + b, (blasint)ldy);
+    }
 }
 
 static const tq_mm_kernels blas_table = {
@@ -166,6 +171,7 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
     out->gemm = out->fn;
     out->gemm_name = out->name;
     out->gemm_min_n = INT64_MAX;
+    out->gemm_blk = 16;
     const char *g = getenv("TQ_GEMM");
     const int force_own = g && !strcmp(g, "own"), force_blas = g && !strcmp(g, "openblas");
     if (wt == TQ_DTYPE_F32 && tq_mm_openblas() && isa >= TQ_ISA_AVX2 && !force_own &&
@@ -173,6 +179,9 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
         out->gemm = tq_mm_openblas()->mm[wt];
         out->gemm_name = tq_mm_openblas()->name;
         out->gemm_min_n = 16;
+#ifdef TQ_HAVE_OPENBLAS
+        out->gemm_blk = BLAS_BLK;
+#endif
     }
     return TQ_OK;
 }
@@ -191,6 +200,7 @@ void tq_mm_round_x(const float *x, int64_t ldx, int64_t n, int64_t k, uint16_t *
 
 typedef struct mm_multi_job {
     tq_mm_fn fn;
+    int64_t blk; /* rows per split unit */
     const tq_mm_out *outs;
     int n_out;
     int64_t k, ldx, n;
@@ -203,10 +213,10 @@ static void mm_multi_task(void *ctx, int ith, int nth)
     const mm_multi_job *j = ctx;
     for (int o = 0; o < j->n_out; o++) {
         const tq_mm_out *q = &j->outs[o];
-        const int64_t nblk = (q->m + 15) / 16;
+        const int64_t nblk = (q->m + j->blk - 1) / j->blk;
         int64_t b0, b1;
         tq_split_range(nblk, ith, nth, &b0, &b1);
-        int64_t r0 = b0 * 16, r1 = b1 * 16;
+        int64_t r0 = b0 * j->blk, r1 = b1 * j->blk;
         if (r1 > q->m)
             r1 = q->m;
         if (r0 < r1)
@@ -217,7 +227,8 @@ static void mm_multi_task(void *ctx, int ith, int nth)
 void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int n_out, int64_t k,
                      const float *x, const uint16_t *xb, int64_t ldx, int64_t n)
 {
-    mm_multi_job j = {.fn = n >= mm->gemm_min_n ? mm->gemm : mm->fn, .outs = outs,
+    const int g = n >= mm->gemm_min_n;
+    mm_multi_job j = {.fn = g ? mm->gemm : mm->fn, .blk = g ? mm->gemm_blk : 16, .outs = outs,
                       .n_out = n_out, .k = k, .ldx = ldx, .n = n, .x = x,
                       .xb = mm->needs_xb ? xb : NULL};
     int64_t work = 0;
@@ -231,6 +242,7 @@ void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int 
 
 typedef struct mm_job {
     tq_mm_fn fn;
+    int64_t blk; /* rows per split unit */
     const void *w;
     int64_t m, k, ldx, n, ldy;
     const float *x;
@@ -241,11 +253,12 @@ typedef struct mm_job {
 static void mm_task(void *ctx, int ith, int nth)
 {
     const mm_job *j = ctx;
-    /* split in blocks of 16 rows so SIMD kernels keep their row unrolling */
-    const int64_t nblk = (j->m + 15) / 16;
+    /* split in blocks of 16 rows so SIMD kernels keep their row unrolling (OpenBLAS: its
+     * fixed call blocks) */
+    const int64_t nblk = (j->m + j->blk - 1) / j->blk;
     int64_t b0, b1;
     tq_split_range(nblk, ith, nth, &b0, &b1);
-    int64_t r0 = b0 * 16, r1 = b1 * 16;
+    int64_t r0 = b0 * j->blk, r1 = b1 * j->blk;
     if (r1 > j->m)
         r1 = j->m;
     if (r0 < r1)
@@ -255,7 +268,8 @@ static void mm_task(void *ctx, int ith, int nth)
 void tq_mm_run(const tq_mm *mm, tq_pool *pool, const void *w, int64_t m, int64_t k,
                const float *x, const uint16_t *xb, int64_t ldx, int64_t n, float *y, int64_t ldy)
 {
-    mm_job j = {.fn = n >= mm->gemm_min_n ? mm->gemm : mm->fn, .w = w, .m = m, .k = k,
+    const int g = n >= mm->gemm_min_n;
+    mm_job j = {.fn = g ? mm->gemm : mm->fn, .blk = g ? mm->gemm_blk : 16, .w = w, .m = m, .k = k,
                 .ldx = ldx, .n = n, .ldy = ldy, .x = x, .xb = mm->needs_xb ? xb : NULL, .y = y};
     if (m * k * n < 16384 || tq_pool_size(pool) == 1)
         mm_task(&j, 0, 1);

@@ -47,6 +47,9 @@ typedef struct tq_mm {
     tq_mm_fn gemm;        /* n >= gemm_min_n (prefill); == fn unless OpenBLAS is chosen */
     const char *gemm_name;
     int64_t gemm_min_n;
+    int64_t gemm_blk;     /* rows per thread-split unit of gemm (fn: 16); OpenBLAS is called
+                           * once per unit, so every call has the same shape whatever the
+                           * thread count and the result does not depend on it */
 } tq_mm;
 
 /* tq_mm_select() -- the kernel for weight dtype wt on this CPU, honouring TQ_CPU (scalar, avx2,
