@@ -1,8 +1,11 @@
 /* test_turbo_model.c -- the TurboQuant cache on SmolLM2-135M-Instruct (head_dim 64, 9/3 heads):
- *  1. fused attention == dequantize-window reference on the REAL cache of a 300-token prompt,
- *     every layer, prefill and decode queries, within the tolerance of test_turbo_attn;
- *  2. greedy text of both paths for 64 tokens on several prompts (identical on most prompts:
- *     both read the same bytes, summation order differs, so a near-tie may flip late);
+ *  1. fused attention == dequantize-window reference on the REAL cache of a 222-token prompt,
+ *     every layer, prefill and decode queries: the same floats but for rare 1-ulp near-ties
+ *     (the criterion of test_turbo_attn);
+ *  2. greedy text of both paths for 64 tokens on 12 prompts and three schemes: identical on
+ *     most prompts (both compute the same floats, so a difference needs a near-tie rounding
+ *     difference that then crosses a quantization boundary);
+ *  2b. teacher-forced KL on one window: the two paths' logits agree far below the codec's error;
  *  3. no NaN anywhere in the logits for turbo k2v2 / k4v2 (the constant-block guard). */
 #include <math.h>
 #include <stdlib.h>
@@ -99,20 +102,25 @@ int main(int argc, char **argv)
             srand(t_seed);
             for (int64_t i = 0; i < nq * qd; i++)
                 q[i] = 4.0f * ((float)rand() / (float)RAND_MAX - 0.5f);
-            double worst = 0.0;
+            int64_t n_cmp = 0, n_diff = 0, n_far = 0;
             for (int il = 0; il < info.n_layers; il++)
                 for (int pass = 0; pass < 2; pass++) {
                     const int64_t nqq = pass ? 1 : nq, pos0 = n - nqq;
                     tq_kvc_turbo_attend_fused(s->kv, il, q, nqq, pos0, a, m->pool);
                     tq_kvc_turbo_attend_ref(s->kv, il, q, nqq, pos0, b, m->pool);
                     for (int64_t i = 0; i < nqq * qd; i++) {
-                        const double e = fabs((double)a[i] - b[i]) / (2e-5 + 2e-4 * fabs(b[i]));
-                        worst = e > worst ? e : worst;
+                        n_cmp++;
+                        if (memcmp(&a[i], &b[i], sizeof(float)) == 0)
+                            continue;
+                        n_diff++;
+                        n_far += fabs((double)a[i] - b[i]) >
+                                 fabs((double)nextafterf(b[i], INFINITY) - b[i]);
                     }
                 }
-            printf("real cache %s (%lld tokens, %d layers): fused vs reference worst %.3f of "
-                   "tolerance (atol 2e-5, rtol 2e-4)\n", kv, (long long)n, info.n_layers, worst);
-            CHECK(worst <= 1.0, "%s: real cache fused vs reference", kv);
+            printf("real cache %s (%lld tokens, %d layers): fused vs reference: %lld of %lld "
+                   "floats differ, %lld by more than one ulp\n", kv, (long long)n, info.n_layers,
+                   (long long)n_diff, (long long)n_cmp, (long long)n_far);
+            CHECK(n_far == 0 && n_diff * 1000 <= n_cmp, "%s: real cache fused vs reference", kv);
             free(q);
             free(a);
             free(b);
@@ -128,10 +136,16 @@ int main(int argc, char **argv)
         "The three laws of thermodynamics state that",
         "Water boils at 100 degrees Celsius because",
         "My favourite recipe for chocolate cake starts with",
+        "Write a short poem about the moon.",
+        "The main causes of the First World War were",
+        "In Python, a list comprehension is",
+        "Photosynthesis is the process by which",
+        "The stock market fell sharply on Monday after",
+        "Here are five tips for learning a new language:",
     };
     const int np = (int)(sizeof prompts / sizeof prompts[0]);
-    const char *schemes[] = {"turbo", "turbo:k4v3"};
-    for (int k = 0; k < 2; k++) {
+    const char *schemes[] = {"turbo", "turbo:k4v3", "turbo:k4v2+rk"};
+    for (int k = 0; k < 3; k++) {
         int same = 0;
         for (int i = 0; i < np; i++) {
             int32_t ids[128], tf[NGEN], tr[NGEN];
@@ -147,19 +161,17 @@ int main(int argc, char **argv)
                     break;
                 }
             same += first == NGEN;
-            printf("  %-11s prompt %d: %s (first difference at token %d)\n", schemes[k], i,
+            printf("  %-13s prompt %2d: %s (first difference at token %d)\n", schemes[k], i,
                    first == NGEN ? "identical 64 tokens" : "differs", first);
             tq_session_free(sf);
             tq_session_free(sr);
         }
         printf("%s: fused == reference greedy text on %d of %d prompts\n", schemes[k], same, np);
-        /* Both paths read the same bytes, but their float rounding differs (online softmax,
-         * deferred inverse FWHT); a 1-ulp difference in a layer's output can move one element
-         * of the NEXT layer's K/V across a quantization boundary, and such flips cascade (see
-         * docs/results.md). So identical text is not guaranteed; we require it on at least a
-         * third of the prompts and check below that the two paths are equally good. */
-        CHECK(3 * same >= np, "%s: identical greedy text on >= 1/3 of prompts (%d of %d)",
-              schemes[k], same, np);
+        /* Identical text is not guaranteed: a rare 1-ulp near-tie in one attention output can
+         * move an element of the next layer's K/V across a quantization boundary, and such
+         * flips cascade (docs/results.md). Most prompts must agree. */
+        CHECK(2 * same > np, "%s: identical greedy text on most prompts (%d of %d)", schemes[k],
+              same, np);
     }
 
     /* 2b. teacher-forced KL on one 256-token window: KL(ref || fused) is small next to the
@@ -213,8 +225,9 @@ int main(int argc, char **argv)
             }
         printf("k8v3, %lld tokens, scored second half: KL(f32||fused) %.5f, KL(f32||ref) %.5f, "
                "KL(ref||fused) %.5f\n", (long long)n, kl[0], kl[1], kl[2]);
-        CHECK(fabs(kl[0] - kl[1]) <= 0.25 * kl[1], "fused and reference equally good");
-        CHECK(kl[2] < kl[1], "fused-vs-reference divergence below the quantization error");
+        CHECK(fabs(kl[0] - kl[1]) <= 0.01 * kl[1], "fused and reference equally good");
+        CHECK(kl[2] < 0.01 * kl[1], "fused-vs-reference divergence far below the quantization "
+                                    "error (%g vs %g)", kl[2], kl[1]);
         for (int k = 0; k < 3; k++)
             free(L[k]);
     }

@@ -4,14 +4,18 @@
  * TQ_TURBO_KB keys:
  *   1. the packed K rows of the block are dequantized into an L1 buffer (codec kernel of this
  *      ISA, exactly the codec's (q + zero_h) * scale_h), then scored against every query row of
- *      the unit and every query head of g's GQA group: s = scale * (q . k), masked causally;
+ *      the unit and every query head of g's GQA group: s = scale * dot(q, k) in float (the ISA's
+ *      dot kernel), masked causally;
  *   2. the packed V rows are decoded to the ROTATED domain only: y[j] = C[idx_j] * scale_h;
- *   3. online softmax per (query, head): m' = max(m, max_t s_t), acc = acc * e^(m - m') +
- *      sum_t e^(s_t - m') y_t, l likewise.
- * After the last chunk, partial states are merged in chunk order (fixed, so the result does not
- * depend on the thread count), acc / l is un-rotated ONCE (tq_kv_unrotate_ref: butterflies,
- * 1/sqrt(d), signs) and written out. sum_t w_t InvFWHT(y_t) * signs = InvFWHT(sum_t w_t y_t) *
- * signs by linearity, so deferring the inverse transform is exact up to rounding.
+ *   3. online softmax per (query, head), in double: m' = max(m, max_t s_t),
+ *      acc = acc * e^(m - m') + sum_t e^(s_t - m') y_t, l likewise.
+ * After the last chunk, partial states are merged in chunk order (double), acc / l is
+ * un-rotated ONCE in double (tq_kv_unrotate_f64: butterflies, 1/sqrt(d), signs) and rounded to
+ * float. sum_t w_t InvFWHT(y_t) * signs = InvFWHT(sum_t w_t y_t) * signs by linearity, so
+ * deferring the inverse transform is exact up to rounding. Doing everything after the scores in
+ * double makes the output the correctly rounded attention of the float scores in all but rare
+ * near-tie elements, so it equals the dequantize-window reference (kvcache_turbo.c), which
+ * shares the scores and nothing else (kvcache_turbo.h says why that matters).
  *
  * Chunking over keys is used when a call has n_q <= TQ_TURBO_QD queries (decode), so that two
  * threads share one kv-head's long window; prefill splits over (kv-head, query block) instead.
@@ -42,23 +46,9 @@ static float dot_scalar(const float *a, const float *b, int n)
     return (s0 + s1) + (s2 + s3);
 }
 
-static void axpy_scalar(float a, const float *x, float *y, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
-static void scal_scalar(float a, float *y, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] *= a;
-}
-
-
-
 /* ---- V rows to the rotated domain --------------------------------------------------------- */
 
-void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, float *out)
+void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, double *out)
 {
     const float *C = tq_kv_centroids(vb);
     const uint8_t *sc = tq_kv_turbo_v_scales(row, d, vb);
@@ -69,39 +59,43 @@ void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, float *out)
             memcpy(idx, row + g * TQ_KV_GROUP, TQ_KV_GROUP);
         else
             kv_unpack32(row + (size_t)g * 4 * vb, vb, idx);
-        float *o = out + g * TQ_KV_GROUP;
-        for (int j = 0; j < TQ_KV_GROUP; j++)
-            o[j] = C[idx[j]] * s;
+        double *o = out + g * TQ_KV_GROUP;
+        for (int j = 0; j < TQ_KV_GROUP; j++) {
+            const float y = C[idx[j]] * s; /* the float product, then widened */
+            o[j] = y;
+        }
     }
 }
 
 /* the scalar specification of one head's block update */
-static void block_scalar(const float *q, const float *K, const float *V, int nv, int hd,
-                         float scale, float *S, float *sc)
+static void block_scalar(const float *q, const float *K, const double *V, int nv, int hd,
+                         float scale, double *S, float *sc, double *p)
 {
     float bm = -INFINITY;
     for (int k = 0; k < nv; k++) {
         sc[k] = scale * dot_scalar(q, K + (size_t)k * hd, hd);
         bm = sc[k] > bm ? sc[k] : bm;
     }
-    const float mn = bm > S[0] ? bm : S[0];
-    if (mn > S[0] && S[1] != 0.0f) {
-        const float corr = expf(S[0] - mn);
+    const double mn = bm > S[0] ? bm : S[0];
+    if (mn > S[0] && S[1] != 0.0) {
+        const double corr = exp(S[0] - mn);
         S[1] *= corr;
-        scal_scalar(corr, S + 2, hd);
+        for (int d = 0; d < hd; d++)
+            S[2 + d] *= corr;
     }
     S[0] = mn;
-    float l = S[1];
+    double l = S[1];
     for (int k = 0; k < nv; k++) {
-        const float p = expf(sc[k] - mn);
-        l += p;
-        axpy_scalar(p, V + (size_t)k * hd, S + 2, hd);
+        p[k] = exp((double)sc[k] - mn);
+        l += p[k];
     }
+    for (int k = 0; k < nv; k++)
+        for (int d = 0; d < hd; d++)
+            S[2 + d] += p[k] * V[(size_t)k * hd + d];
     S[1] = l;
 }
 
-static const tq_attn_kernels attn_scalar = {dot_scalar, axpy_scalar, scal_scalar,
-                                             tq_attn_dec_v_rot_scalar, block_scalar};
+static const tq_attn_kernels attn_scalar = {dot_scalar, tq_attn_dec_v_rot_scalar, block_scalar};
 
 const tq_attn_kernels *tq_attn_kernels_pick(void)
 {
@@ -128,7 +122,7 @@ typedef struct fjob {
 
 /* state layout per row r: [m, l, acc[hd]] */
 static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t0, int64_t t1,
-                     float *st, float *kdec, float *vdec, float *sc)
+                     double *st, const tq_turbo_fscratch *fs)
 {
     const tq_kvc_turbo *t = j->t;
     const tq_kvcache *c = &t->base;
@@ -141,11 +135,13 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
     const size_t stride = (size_t)hd + 2;
     const float scale = c->scale;
     const tq_attn_kernels *ak = j->ak;
+    float *kdec = fs->kdec;
+    double *vdec = fs->vdec;
     for (int64_t r = 0; r < rows; r++) {
-        float *S = st + (size_t)r * stride;
+        double *S = st + (size_t)r * stride;
         S[0] = -INFINITY;
-        S[1] = 0.0f;
-        memset(S + 2, 0, (size_t)hd * sizeof(float));
+        for (size_t e = 1; e < stride; e++)
+            S[e] = 0.0;
     }
     const int64_t t_end = t1 < j->pos0 + i1 ? t1 : j->pos0 + i1; /* last query sees < pos0+i1 */
     /* sliding window: query p sees keys (p - W, p]; the first query's lower bound */
@@ -179,22 +175,25 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
             for (int hh = 0; hh < group; hh++) {
                 const int h = (int)g * group + hh;
                 const float *q = j->q + ((size_t)i * nh + h) * hd;
-                float *S = st + ((size_t)(i - i0) * group + hh) * stride;
+                double *S = st + ((size_t)(i - i0) * group + hh) * stride;
                 ak->block(q, kdec + (size_t)off * hd, vdec + (size_t)off * hd, nv, hd, scale, S,
-                          sc);
+                          fs->sc, fs->p);
             }
         }
     }
 }
 
-static void finish_row(const fjob *j, int rotated, const float *S, float *o)
+/* o = acc / l, un-rotated (turbo layers), in double; one rounding to float */
+static void finish_row(const fjob *j, int rotated, const double *S, float *o)
 {
     const int hd = j->t->base.head_dim;
-    const float inv = 1.0f / S[1];
+    double x[TQ_KV_MAX_HEAD_DIM];
     for (int d = 0; d < hd; d++)
-        o[d] = S[2 + d] * inv;
+        x[d] = S[2 + d] / S[1];
     if (rotated)
-        tq_kv_unrotate_ref(o, hd);
+        tq_kv_unrotate_f64(x, hd);
+    for (int d = 0; d < hd; d++)
+        o[d] = (float)x[d];
 }
 
 static void fused_task(void *ctx, int ith, int nth)
@@ -203,10 +202,8 @@ static void fused_task(void *ctx, int ith, int nth)
     tq_kvc_turbo *t = j->t;
     const tq_kvcache *c = &t->base;
     const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
-    float *kdec = t->fscratch + (size_t)ith * t->fused_floats;
-    float *vdec = kdec + (size_t)TQ_TURBO_KB * hd;
-    float *sc = vdec + (size_t)TQ_TURBO_KB * hd;
-    float *st = sc + TQ_TURBO_KB;
+    tq_turbo_fscratch fs;
+    tq_turbo_fscratch_at(t->fscratch + (size_t)ith * t->fused_bytes, hd, group, &fs);
     const size_t stride = (size_t)hd + 2;
     const int rotated = t->ls[j->il].kind == TQ_KV_TURBO;
     if (j->chunked) {
@@ -215,9 +212,8 @@ static void fused_task(void *ctx, int ith, int nth)
         tq_split_range(n_units, ith, nth, &u0, &u1);
         for (int64_t u = u0; u < u1; u++) {
             const int64_t g = u / j->n_ch, ch = u % j->n_ch;
-            float *S = t->part + (size_t)u * (size_t)j->n_q * group * stride;
-            run_unit(j, g, 0, j->n_q, ch * TQ_TURBO_KC, (ch + 1) * TQ_TURBO_KC, S, kdec, vdec,
-                     sc);
+            double *S = t->part + (size_t)u * (size_t)j->n_q * group * stride;
+            run_unit(j, g, 0, j->n_q, ch * TQ_TURBO_KC, (ch + 1) * TQ_TURBO_KC, S, &fs);
         }
         return;
     }
@@ -228,17 +224,17 @@ static void fused_task(void *ctx, int ith, int nth)
         const int64_t g = u / j->n_qb, qb = u % j->n_qb;
         const int64_t i0 = qb * TQ_TURBO_QB;
         const int64_t i1 = i0 + TQ_TURBO_QB < j->n_q ? i0 + TQ_TURBO_QB : j->n_q;
-        run_unit(j, g, i0, i1, 0, j->pos0 + i1, st, kdec, vdec, sc);
+        run_unit(j, g, i0, i1, 0, j->pos0 + i1, fs.st, &fs);
         for (int64_t i = i0; i < i1; i++)
             for (int hh = 0; hh < group; hh++) {
                 const int h = (int)g * group + hh;
-                finish_row(j, rotated, st + ((size_t)(i - i0) * group + hh) * stride,
+                finish_row(j, rotated, fs.st + ((size_t)(i - i0) * group + hh) * stride,
                            j->out + ((size_t)i * nh + h) * hd);
             }
     }
 }
 
-/* merge the chunk partials of each (query, head) in chunk order */
+/* merge the chunk partials of each (query, head) in chunk order, in double */
 static void merge_task(void *ctx, int ith, int nth)
 {
     const fjob *j = ctx;
@@ -247,7 +243,9 @@ static void merge_task(void *ctx, int ith, int nth)
     const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
     const size_t stride = (size_t)hd + 2;
     const int rotated = t->ls[j->il].kind == TQ_KV_TURBO;
-    float *acc = t->fscratch + (size_t)ith * t->fused_floats; /* stride floats */
+    tq_turbo_fscratch fs;
+    tq_turbo_fscratch_at(t->fscratch + (size_t)ith * t->fused_bytes, hd, group, &fs);
+    double *acc = fs.st; /* stride doubles */
     int64_t r0, r1;
     tq_split_range(j->n_q * nh, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
@@ -255,22 +253,22 @@ static void merge_task(void *ctx, int ith, int nth)
         const int h = (int)(r % nh), g = h / group, hh = h % group;
         const int64_t n_keys = j->pos0 + i + 1;
         const int64_t n_ch = (n_keys + TQ_TURBO_KC - 1) / TQ_TURBO_KC;
-        float M = -INFINITY;
+        double M = -INFINITY;
         for (int64_t ch = 0; ch < n_ch; ch++) {
-            const float *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
-                                        (size_t)i * group + hh) * stride;
+            const double *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
+                                         (size_t)i * group + hh) * stride;
             M = S[0] > M ? S[0] : M;
         }
-        acc[1] = 0.0f;
-        memset(acc + 2, 0, (size_t)hd * sizeof(float));
+        for (size_t e = 1; e < stride; e++)
+            acc[e] = 0.0;
         for (int64_t ch = 0; ch < n_ch; ch++) {
-            const float *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
-                                        (size_t)i * group + hh) * stride;
-            if (S[1] == 0.0f)
+            const double *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
+                                         (size_t)i * group + hh) * stride;
+            if (S[1] == 0.0)
                 continue;
-            const float w = expf(S[0] - M);
-            acc[1] += S[1] * w;
-            j->ak->axpy(w, S + 2, acc + 2, hd);
+            const double w = exp(S[0] - M);
+            for (size_t e = 1; e < stride; e++)
+                acc[e] += w * S[e];
         }
         finish_row(j, rotated, acc, j->out + ((size_t)i * nh + h) * hd);
     }

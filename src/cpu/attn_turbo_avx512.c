@@ -1,5 +1,7 @@
-/* attn_turbo_avx512.c -- AVX-512 dot/axpy/scal of the fused TurboQuant attention
- * (attn_turbo.c has the scalar spec). head_dim is a multiple of 32, so no tails beyond 16. */
+/* attn_turbo_avx512.c -- AVX-512 kernels of the fused TurboQuant attention (attn_turbo.c has
+ * the scalar spec): the score dot product (float), the V-row decode to the rotated domain, and
+ * the block update (online softmax and value accumulation in double). head_dim is a multiple of
+ * 32, so no tails beyond 16. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -24,31 +26,12 @@ static float dot512(const float *a, const float *b, int n)
     return s;
 }
 
-static void axpy512(float a, const float *x, float *y, int n)
-{
-    const __m512 va = _mm512_set1_ps(a);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-    for (; i < n; i++)
-        y[i] += a * x[i];
-}
-
-static void scal512(float a, float *y, int n)
-{
-    const __m512 va = _mm512_set1_ps(a);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_mul_ps(va, _mm512_loadu_ps(y + i)));
-    for (; i < n; i++)
-        y[i] *= a;
-}
-
 /* V row -> rotated domain. 8 indices of b bits fill exactly b bytes; two such chunks give 16
  * lanes: broadcast each chunk as a u64, shift lane k right by k*b, mask, narrow to 32 bits, then
  * look the centroid up with a permute (b <= 4: 16-entry table; b = 5: two tables; b = 8:
- * gather). Same floats as tq_attn_dec_v_rot_scalar (C[idx] * scale, one rounding). */
-static void dec_v_rot512(const uint8_t *row, int d, int vb, float *out)
+ * gather). Same values as tq_attn_dec_v_rot_scalar (C[idx] * scale, one float rounding,
+ * widened to double). */
+static void dec_v_rot512(const uint8_t *row, int d, int vb, double *out)
 {
     const float *C = tq_kv_centroids(vb);
     const size_t packed = tq_kv_packed_bytes(d, vb), rb = tq_kv_turbo_v_row_bytes(d, vb);
@@ -87,35 +70,49 @@ static void dec_v_rot512(const uint8_t *row, int d, int vb, float *out)
                 c = _mm512_permutex2var_ps(t0, idx, t1);
             else
                 c = _mm512_i32gather_ps(idx, C, 4);
-            _mm512_storeu_ps(out + g * 32 + h * 16, _mm512_mul_ps(c, s));
+            const __m512 y = _mm512_mul_ps(c, s); /* the float product, then widened */
+            _mm512_storeu_pd(out + g * 32 + h * 16, _mm512_cvtps_pd(_mm512_castps512_ps256(y)));
+            _mm512_storeu_pd(out + g * 32 + h * 16 + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(y, 1)));
         }
     }
 }
 
-/* e^x for x <= 0 (scores minus their max), 16 lanes: 2^n * p(r), r = x - n ln2 (Cody-Waite
- * split), the Cephes expf polynomial; relative error ~2 ulp; x <= -87 gives ~1e-38. */
-static inline __m512 exp512(__m512 x)
+/* e^x for x <= 0 (a score minus the running max), 8 double lanes: 2^n e^r with n = rint(x
+ * log2 e), r = x - n ln2 (Cody-Waite: ln2_hi has 32 trailing zero bits, so n ln2_hi is exact),
+ * |r| <= ln2 / 2, e^r by its Taylor polynomial of degree 12 (truncation < 2e-16) in Horner
+ * form with FMAs: relative error a few 1e-16 (libm's exp is the reference's; the two agree far
+ * below float resolution). x <= -708 gives ~1e-308 (the weight of such a key is 0 in float). */
+static inline __m512d exp_pd512(__m512d x)
 {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    x = _mm512_max_pd(x, _mm512_set1_pd(-708.0));
+    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
+    static const double c[13] = {1.0,
+                                 1.0,
+                                 1.0 / 2,
+                                 1.0 / 6,
+                                 1.0 / 24,
+                                 1.0 / 120,
+                                 1.0 / 720,
+                                 1.0 / 5040,
+                                 1.0 / 40320,
+                                 1.0 / 362880,
+                                 1.0 / 3628800,
+                                 1.0 / 39916800,
+                                 1.0 / 479001600};
+    __m512d p = _mm512_set1_pd(c[12]);
+    for (int k = 11; k >= 0; k--)
+        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[k]));
+    return _mm512_scalef_pd(p, n);
 }
 
-/* one head x one key block (nv <= 32, hd multiple of 32): scores, max, rescale, exp, then the
- * values accumulated 64 floats at a time with the accumulator held in registers */
-static void block512(const float *q, const float *K, const float *V, int nv, int hd, float scale,
-                     float *S, float *sc)
+/* one head x one key block (nv <= 32, hd a multiple of 64): float scores, max, then in double:
+ * rescale, weights, values accumulated 64 dims at a time (8 independent FMA chains) with the
+ * accumulator in registers */
+static void block512(const float *q, const float *K, const double *V, int nv, int hd, float scale,
+                     double *S, float *sc, double *p)
 {
     for (int k = 0; k < nv; k++)
         sc[k] = scale * dot512(q, K + (size_t)k * hd, hd);
@@ -123,34 +120,38 @@ static void block512(const float *q, const float *K, const float *V, int nv, int
         sc[k] = -INFINITY;
     const __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + 16);
     const float bm = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
-    const float mn = bm > S[0] ? bm : S[0];
-    if (mn > S[0] && S[1] != 0.0f) {
-        const float corr = expf(S[0] - mn);
+    const double mn = bm > S[0] ? bm : S[0];
+    double *acc = S + 2;
+    if (mn > S[0] && S[1] != 0.0) {
+        const double corr = exp(S[0] - mn);
         S[1] *= corr;
-        scal512(corr, S + 2, hd);
+        const __m512d vc = _mm512_set1_pd(corr);
+        for (int d = 0; d < hd; d += 8)
+            _mm512_storeu_pd(acc + d, _mm512_mul_pd(vc, _mm512_loadu_pd(acc + d)));
     }
     S[0] = mn;
-    const __m512 vm = _mm512_set1_ps(mn);
-    const __m512 p0 = exp512(_mm512_sub_ps(s0, vm)), p1 = exp512(_mm512_sub_ps(s1, vm));
-    _mm512_storeu_ps(sc, p0);
-    _mm512_storeu_ps(sc + 16, p1);
-    float l = S[1];
-    for (int k = 0; k < nv; k++)
-        l += sc[k];
-    S[1] = l;
-    float *acc = S + 2;
-    for (int c = 0; c < hd; c += 32) {
-        __m512 a0 = _mm512_loadu_ps(acc + c), a1 = _mm512_loadu_ps(acc + c + 16);
+    const __m512d vm = _mm512_set1_pd(mn);
+    __m512d ls = _mm512_setzero_pd();
+    for (int k = 0; k < 32; k += 8) {
+        const __m512d pk = exp_pd512(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(sc + k)), vm));
+        _mm512_storeu_pd(p + k, pk);
+        const int live = nv - k < 0 ? 0 : nv - k > 8 ? 8 : nv - k;
+        ls = _mm512_add_pd(ls, _mm512_maskz_mov_pd((__mmask8)((1u << live) - 1u), pk));
+    }
+    S[1] += _mm512_reduce_add_pd(ls);
+    for (int c = 0; c < hd; c += 64) {
+        __m512d a[8];
+        for (int u = 0; u < 8; u++)
+            a[u] = _mm512_loadu_pd(acc + c + 8 * u);
         for (int k = 0; k < nv; k++) {
-            const __m512 p = _mm512_set1_ps(sc[k]);
-            const float *v = V + (size_t)k * hd + c;
-            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v), a0);
-            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16), a1);
+            const __m512d w = _mm512_set1_pd(p[k]);
+            const double *v = V + (size_t)k * hd + c;
+            for (int u = 0; u < 8; u++)
+                a[u] = _mm512_fmadd_pd(w, _mm512_loadu_pd(v + 8 * u), a[u]);
         }
-        _mm512_storeu_ps(acc + c, a0);
-        _mm512_storeu_ps(acc + c + 16, a1);
+        for (int u = 0; u < 8; u++)
+            _mm512_storeu_pd(acc + c + 8 * u, a[u]);
     }
 }
 
-const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, axpy512, scal512, dec_v_rot512,
-                                                block512};
+const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, dec_v_rot512, block512};

@@ -109,9 +109,11 @@ void tq_kv_fwht_butterflies(float *u, int n);
 void tq_kv_fwht(float *u, int n);
 /* tq_kv_rotate_ref() -- the value rotation: y[j] = (butterflies(x * sign))[j] * s_d. */
 void tq_kv_rotate_ref(const float *x, int d, float *y);
-/* tq_kv_unrotate_ref() -- its inverse in place: butterflies, * s_d, then * sign (PY op order).
- * Fused attention accumulates C[idx]*scale in the rotated domain and calls this once. */
+/* tq_kv_unrotate_ref() -- its inverse in place: butterflies, * s_d, then * sign (PY op order). */
 void tq_kv_unrotate_ref(float *v, int d);
+/* tq_kv_unrotate_f64() -- the same inverse in double precision (butterflies, * s_d, * sign):
+ * what attention uses to un-rotate a double accumulator (or a value row) with ~1e-16 error. */
+void tq_kv_unrotate_f64(double *v, int d);
 
 /* ---- keys: per-32 affine (never rotated) ----------------------------------------------------- */
 /* tq_kv_key_encode_row_ref() -- one row of d fp32 (d % 32 == 0) into the turbo K layout.

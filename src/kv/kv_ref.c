@@ -147,6 +147,21 @@ void tq_kv_unrotate_ref(float *v, int d)
         v[j] = (v[j] * s) * sg[j];
 }
 
+void tq_kv_unrotate_f64(double *v, int d)
+{
+    const float *sg = tq_kv_signs(d);
+    const double s = tq_kv_fwht_scale(d);
+    for (int h = 1; h < d; h <<= 1)
+        for (int blk = 0; blk < d; blk += 2 * h)
+            for (int i = blk; i < blk + h; i++) {
+                const double a = v[i], b = v[i + h];
+                v[i] = a + b;
+                v[i + h] = a - b;
+            }
+    for (int j = 0; j < d; j++)
+        v[j] = (v[j] * s) * sg[j];
+}
+
 /* ---- keys ----------------------------------------------------------------------------------- */
 
 /* Group min and max: NaN anywhere -> both NaN; signed zero canonicalised to +0. */

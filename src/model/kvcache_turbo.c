@@ -1,5 +1,6 @@
 /* kvcache_turbo.c -- the TurboQuant KV cache: creation, append (encode only the new rows, with
- * the constant-key-block guard), the dequantize-window reference attention, memory accounting.
+ * the constant-key-block guard), the dequantize-window reference attention (double after the
+ * scores, like the fused kernel; kvcache_turbo.h says why), memory accounting.
  * The fused attention kernel is in src/cpu/attn_turbo.c. See kvcache_turbo.h. */
 #include <math.h>
 #include <stdlib.h>
@@ -89,6 +90,32 @@ typedef struct rjob {
     float *out;
 } rjob;
 
+/* Per-thread scratch of the reference: scores (n_ctx floats), keys (n_ctx x hd floats), values
+ * (n_ctx x hd doubles), weights (n_ctx doubles); each part 64-byte aligned. */
+static size_t ref_scratch_at(unsigned char *base, int64_t n_ctx, int hd, float **sc, float **kf,
+                             double **vd, double **pw)
+{
+    const size_t n = (size_t)n_ctx, sz[4] = {n * sizeof(float), n * (size_t)hd * sizeof(float),
+                                             n * (size_t)hd * sizeof(double), n * sizeof(double)};
+    size_t off[4], o = 0;
+    for (int i = 0; i < 4; i++) {
+        off[i] = o;
+        o += (sz[i] + 63) & ~(size_t)63;
+    }
+    if (base) {
+        *sc = (float *)(void *)(base + off[0]);
+        *kf = (float *)(void *)(base + off[1]);
+        *vd = (double *)(void *)(base + off[2]);
+        *pw = (double *)(void *)(base + off[3]);
+    }
+    return o;
+}
+
+/* The textbook path over the decoded window: K rows decoded by the codec, V rows decoded to
+ * their exact values C[idx] * scale_h and un-rotated in double (for bf16 layers: the bf16
+ * values); scores s = scale * dot(q, k) with the same float dot kernel as the fused path; then
+ * in double: the max, e^(s - max), the sum, the weighted sum of the value rows, the division;
+ * one rounding to float. */
 static void ref_task(void *ctx, int ith, int nth)
 {
     const rjob *j = ctx;
@@ -97,9 +124,12 @@ static void ref_task(void *ctx, int ith, int nth)
     const int hd = c->head_dim, nh = c->n_heads, group = c->n_heads / c->n_kv_heads;
     const tq_kv_scheme s = t->ls[j->il];
     const size_t kr = t->k_rb[j->il], vr = t->v_rb[j->il];
-    float *sc = t->rscratch + (size_t)ith * c->scratch_floats;
-    float *Kf = sc + c->n_ctx, *Vf = Kf + (size_t)c->n_ctx * hd;
-    float qr[TQ_KV_MAX_HEAD_DIM];
+    const tq_attn_kernels *ak = tq_attn_kernels_pick();
+    float *sc, *Kf;
+    double *Vd, *pw;
+    ref_scratch_at(t->rscratch + (size_t)ith * t->ref_bytes, c->n_ctx, hd, &sc, &Kf, &Vd, &pw);
+    float qr[TQ_KV_MAX_HEAD_DIM], y[TQ_KV_MAX_HEAD_DIM];
+    double o[TQ_KV_MAX_HEAD_DIM];
     const int64_t n_win = j->pos0 + j->n_q;
     int64_t g0, g1;
     tq_split_range(c->n_kv_heads, ith, nth, &g0, &g1);
@@ -107,7 +137,17 @@ static void ref_task(void *ctx, int ith, int nth)
         const uint8_t *K = c->k[j->il] + (size_t)g * c->n_ctx * kr;
         const uint8_t *V = c->v[j->il] + (size_t)g * c->n_ctx * vr;
         (void)tq_kv_decode_k(s, hd, K, n_win, Kf, n_win * hd, NULL);
-        (void)tq_kv_decode_v(s, hd, V, n_win, Vf, n_win * hd, NULL);
+        for (int64_t u = 0; u < n_win; u++) {
+            double *vv = Vd + u * hd;
+            if (s.kind == TQ_KV_TURBO) {
+                tq_attn_dec_v_rot_scalar(V + (size_t)u * vr, hd, s.v_bits, vv);
+                tq_kv_unrotate_f64(vv, hd);
+            } else {
+                (void)tq_kv_decode_v(s, hd, V + (size_t)u * vr, 1, y, hd, NULL);
+                for (int e = 0; e < hd; e++)
+                    vv[e] = y[e];
+            }
+        }
         const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
         for (int64_t i = 0; i < j->n_q; i++) {
             const int64_t n_keys = j->pos0 + i + 1, lo = W && n_keys > W ? n_keys - W : 0;
@@ -119,28 +159,24 @@ static void ref_task(void *ctx, int ith, int nth)
                 }
                 float mx = -INFINITY;
                 for (int64_t u = lo; u < n_keys; u++) {
-                    const float *kk = Kf + u * hd;
-                    float d = 0.0f;
-                    for (int e = 0; e < hd; e++)
-                        d += q[e] * kk[e];
-                    sc[u] = c->scale * d;
+                    sc[u] = c->scale * ak->dot(q, Kf + u * hd, hd);
                     mx = sc[u] > mx ? sc[u] : mx;
                 }
-                float sum = 0.0f;
+                double sum = 0.0;
                 for (int64_t u = lo; u < n_keys; u++) {
-                    sc[u] = expf(sc[u] - mx);
-                    sum += sc[u];
+                    pw[u] = exp((double)sc[u] - (double)mx);
+                    sum += pw[u];
                 }
-                float *o = j->out + (i * nh + h) * hd;
-                memset(o, 0, (size_t)hd * sizeof(float));
-                for (int64_t u = lo; u < n_keys; u++) {
-                    const float *vv = Vf + u * hd;
-                    for (int e = 0; e < hd; e++)
-                        o[e] += sc[u] * vv[e];
-                }
-                const float inv = 1.0f / sum;
                 for (int e = 0; e < hd; e++)
-                    o[e] *= inv;
+                    o[e] = 0.0;
+                for (int64_t u = lo; u < n_keys; u++) {
+                    const double *vv = Vd + u * hd;
+                    for (int e = 0; e < hd; e++)
+                        o[e] += pw[u] * vv[e];
+                }
+                float *out = j->out + (i * nh + h) * hd;
+                for (int e = 0; e < hd; e++)
+                    out[e] = (float)(o[e] / sum);
             }
         }
     }
@@ -269,26 +305,22 @@ tq_status tq_kvcache_turbo_create(tq_kv_scheme scheme, int n_layers, int n_heads
                n_plain, n_plain > 1 ? "s" : "");
     c->k_row_bytes = t->k_rb[n_layers / 2];
     c->v_row_bytes = t->v_rb[n_layers / 2];
-    /* fused: per thread 2 decoded key blocks + scores + one query block's states */
+    /* fused: per thread 2 decoded key blocks + scores/weights + one query block's states */
     const size_t stride = (size_t)hd + 2;
-    size_t ff = 2 * (size_t)TQ_TURBO_KB * hd + TQ_TURBO_KB + (size_t)TQ_TURBO_QB * group * stride;
-    ff = (ff + 15) & ~(size_t)15;
-    t->fused_floats = ff;
+    t->fused_bytes = tq_turbo_fscratch_at(NULL, hd, group, NULL);
     const size_t n_ch = (size_t)((n_ctx + TQ_TURBO_KC - 1) / TQ_TURBO_KC);
-    t->part_floats = (size_t)n_kv_heads * n_ch * TQ_TURBO_QD * group * stride;
+    t->part_doubles = (size_t)n_kv_heads * n_ch * TQ_TURBO_QD * group * stride;
     size_t qb = (size_t)TQ_TURBO_QMAX * n_heads * hd, fb, rb;
-    if (!tq_mul_ok(ff * sizeof(float), (size_t)n_threads, &fb))
+    if (!tq_mul_ok(t->fused_bytes, (size_t)n_threads, &fb))
         goto nomem;
     t->fscratch = tq_aligned_alloc(fb);
-    t->part = tq_aligned_alloc(t->part_floats * sizeof(float));
+    t->part = tq_aligned_alloc(t->part_doubles * sizeof(double));
     t->qbuf = tq_aligned_alloc(qb * sizeof(float));
     if (!t->fscratch || !t->part || !t->qbuf)
         goto nomem;
     if (want_ref) {
-        size_t sf = (size_t)n_ctx * (1 + 2 * (size_t)hd);
-        sf = (sf + 15) & ~(size_t)15;
-        c->scratch_floats = sf;
-        if (!tq_mul_ok(sf * sizeof(float), (size_t)n_threads, &rb) ||
+        t->ref_bytes = ref_scratch_at(NULL, n_ctx, hd, NULL, NULL, NULL, NULL);
+        if (!tq_mul_ok(t->ref_bytes, (size_t)n_threads, &rb) ||
             !(t->rscratch = tq_aligned_alloc(rb)))
             goto nomem;
     }

@@ -10,7 +10,19 @@
  *     FWHT runs once per query row at the end (deferred; exact by linearity); each kv-head block
  *     is decoded once for every query head of its GQA group; or
  *   - the dequantize-window reference (kvcache_turbo.c): the whole window of each kv-head is
- *     decoded with the codec and attended in f32 -- what the fused kernel is tested against.
+ *     decoded (K with the codec, V to exact values C[idx] * scale un-rotated in double) and
+ *     attended with a textbook two-pass softmax -- what the fused kernel is tested against.
+ *
+ * Numerics shared by both paths (why they give the SAME floats, not merely close ones): the
+ * scores are s = scale * dot(q, k) with the ISA's float dot kernel on the same decoded keys
+ * (bit-identical in both); everything after the scores -- exp, the sum of weights, the
+ * weighted sum of values, the un-rotation, the division -- is done in double and rounded to
+ * float once at the end. The two paths order those double operations differently (online vs
+ * two-pass softmax, chunked vs sequential sums, rotated vs un-rotated accumulation), which moves
+ * the result by ~1e-15 relative, far below half a float ulp, so the rounded outputs agree except
+ * in rare near-tie elements. That matters for a quantized cache: a 1-ulp difference in one
+ * layer's attention output can push an element of the NEXT layer's K or V across a
+ * quantization boundary, and such flips cascade into different text (docs/results.md).
  * Selection: TQ_TURBO_ATTN=ref|fused in the environment at cache creation (default fused).
  *
  * Variants (own names, TQ_KV_FLAG_* in kv.h): "+rk" stores K Hadamard-rotated (tq_kv_rotate_ref
@@ -43,12 +55,39 @@ typedef struct tq_kvc_turbo {
     int attn_ref;          /* 1: dequantize-window reference attention                    */
     int64_t n_safe_blocks; /* constant-key blocks stored with the safe encoding           */
     float *qbuf;           /* (TQ_TURBO_QMAX * n_heads * head_dim) rotated queries         */
-    float *part;           /* chunk partial states (m, l, acc[hd]) for decode              */
-    size_t part_floats;
-    size_t fused_floats;   /* per-thread scratch of the fused kernel                      */
-    float *fscratch;       /* (n_threads, fused_floats)                                   */
-    float *rscratch;       /* (n_threads, base.scratch_floats) reference scratch or NULL  */
+    double *part;          /* chunk partial states (m, l, acc[hd]) for decode, in double   */
+    size_t part_doubles;
+    size_t fused_bytes;    /* per-thread scratch of the fused kernel (a multiple of 64)    */
+    unsigned char *fscratch; /* (n_threads, fused_bytes), see attn_turbo.c                */
+    size_t ref_bytes;      /* per-thread scratch of the reference                          */
+    unsigned char *rscratch; /* (n_threads, ref_bytes) or NULL                            */
 } tq_kvc_turbo;
+
+/* Per-thread scratch of the fused kernel, each part 64-byte aligned: the decoded K block
+ * (TQ_TURBO_KB x hd floats), the block's scores (TQ_TURBO_KB floats), the decoded V block
+ * (TQ_TURBO_KB x hd doubles), the block's weights (TQ_TURBO_KB doubles), the states of one
+ * query block (TQ_TURBO_QB x group x (hd + 2) doubles). tq_turbo_fscratch_at(NULL, ...) gives the size in bytes. */
+typedef struct tq_turbo_fscratch {
+    float *kdec, *sc;
+    double *vdec, *p, *st;
+} tq_turbo_fscratch;
+
+static inline size_t tq_turbo_fscratch_at(unsigned char *base, int hd, int group,
+                                          tq_turbo_fscratch *o)
+{
+    const size_t sz[5] = {(size_t)TQ_TURBO_KB * hd * sizeof(float), TQ_TURBO_KB * sizeof(float),
+                          (size_t)TQ_TURBO_KB * hd * sizeof(double), TQ_TURBO_KB * sizeof(double),
+                          (size_t)TQ_TURBO_QB * group * ((size_t)hd + 2) * sizeof(double)};
+    void *ptr[5];
+    size_t off = 0;
+    for (int i = 0; i < 5; i++) {
+        ptr[i] = base ? base + off : NULL;
+        off += (sz[i] + 63) & ~(size_t)63;
+    }
+    if (o)
+        *o = (tq_turbo_fscratch){ptr[0], ptr[1], ptr[2], ptr[3], ptr[4]};
+    return off;
+}
 
 /* tq_kvcache_turbo_create() -- a turbo cache (scheme.kind == TQ_KV_TURBO) for n_ctx tokens.
  * plain_layers (NULL = none) marks layers kept unquantized (bf16). Errors as tq_kvcache_create. */
@@ -69,22 +108,22 @@ static inline tq_kv_scheme tq_kvc_turbo_layer_scheme(const tq_kvcache *c, int il
     return ((const tq_kvc_turbo *)(const void *)c)->ls[il];
 }
 
-/* attn_turbo kernels (src/cpu/attn_turbo*.c): dot and axpy of n floats, dispatched by ISA. */
+/* attn_turbo kernels (src/cpu/attn_turbo*.c), dispatched by ISA. */
 typedef struct tq_attn_kernels {
+    /* the float dot product of the scores (both attention paths use the same one) */
     float (*dot)(const float *a, const float *b, int n);
-    void (*axpy)(float a, const float *x, float *y, int n); /* y += a * x */
-    void (*scal)(float a, float *y, int n);                 /* y *= a     */
-    /* one turbo V row to the rotated domain: out[j] = C[idx_j] * scale_h[j / 32] (exact; every
-     * ISA gives the same floats) */
-    void (*dec_v_rot)(const uint8_t *row, int d, int vb, float *out);
-    /* one query head against a block of nv <= TQ_TURBO_KB decoded keys/values: scores
-     * sc[k] = scale * q . K[k], then the online-softmax update of S = [m, l, acc[hd]] with
-     * the rotated values V[k] (see attn_turbo.c) */
-    void (*block)(const float *q, const float *K, const float *V, int nv, int hd, float scale,
-                  float *S, float *sc);
+    /* one turbo V row to the rotated domain: out[j] = C[idx_j] * scale_h[j / 32], the float
+     * product widened to double (every ISA gives the same values) */
+    void (*dec_v_rot)(const uint8_t *row, int d, int vb, double *out);
+    /* one query head against a block of nv <= TQ_TURBO_KB decoded keys/values: float scores
+     * sc[k] = scale * dot(q, K[k]), then the online-softmax update, in double, of
+     * S = [m, l, acc[hd]] with weights p[k] = e^(sc[k] - m) (p: nv doubles of scratch) and the
+     * rotated values V[k] (see attn_turbo.c) */
+    void (*block)(const float *q, const float *K, const double *V, int nv, int hd, float scale,
+                  double *S, float *sc, double *p);
 } tq_attn_kernels;
 /* tq_attn_dec_v_rot_scalar() -- the scalar specification of dec_v_rot. */
-void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, float *out);
+void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, double *out);
 const tq_attn_kernels *tq_attn_kernels_pick(void);
 extern const tq_attn_kernels tq_attn_kernels_avx512;
 
