@@ -11,7 +11,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tq kv-bench --cuda [--schemes LIST] [--head-dim LIST] [--ctx LIST] [--batch LIST]\n"
-            "                          [--heads N] [--kv-heads N] [--n-q N] [--reps N] [--splits N] [--csv FILE]\n"
+            "                          [--heads N] [--kv-heads N] [--n-q N] [--reps N] [--splits N] [--timing T]\n"
+            "                          [--csv FILE]\n"
             "  decode attention on GPU 0 over a device KV cache filled with Gaussian K/V.\n"
             "  --schemes   comma list (default bf16,kv8,turbo:k8v3,turbo:k4v3); GPU schemes: f16, bf16,\n"
             "              kv8, kv4, turbo:k8v3, k4v3, k8v4, k8v2, k4v2, k4v4\n"
@@ -22,6 +23,10 @@ static void usage(FILE *f)
             "  --n-q       query tokens per sequence (default 1; > 1 = speculative verification)\n"
             "  --reps      timed calls per point, median reported (default 20)\n"
             "  --splits    force the number of context splits (default 0 = automatic)\n"
+            "  --timing    host (default; every table in docs/results.md so far): events around each\n"
+            "              call issued to an idle GPU (host launch latency inside, the previous call's\n"
+            "              rows in L2 when they fit); cold: the GPU reads 256 MiB before each call (no\n"
+            "              cached row in L2) and the events time the GPU's work only; both: one row each\n"
             "  --csv FILE  also write the rows as CSV\n"
             "  --quick     a few seconds: bf16 and turbo:k8v3 at ctx 4096,32768, batch 1, 5 calls\n");
 }
@@ -70,6 +75,7 @@ int cmd_kv_bench_cuda(int argc, char **argv)
     batches[0] = 1;
     batches[1] = 8;
     long heads = 32, kv_heads = 8, n_q = 1, reps = 20, splits = 0;
+    int time_cold = 0, time_host = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--cuda"))
@@ -108,6 +114,14 @@ int cmd_kv_bench_cuda(int argc, char **argv)
             r = cli_int(cmd, a, v, &reps);
         else if (!strcmp(a, "--splits"))
             r = cli_int(cmd, a, v, &splits);
+        else if (!strcmp(a, "--timing")) {
+            time_cold = !strcmp(v, "cold") || !strcmp(v, "both");
+            time_host = !strcmp(v, "host") || !strcmp(v, "both");
+            if (!time_cold && !time_host) {
+                cli_error(cmd, TQ_OK, "--timing '%s' (valid: cold, host, both)", v);
+                return 2;
+            }
+        }
         else {
             cli_error(cmd, TQ_OK, "unknown option '%s' (see --help)", a);
             return 2;
@@ -134,17 +148,18 @@ int cmd_kv_bench_cuda(int argc, char **argv)
     printf("device: %s\n", dev);
     printf("copy (cudaMemcpy D2D 2 GiB, median of 20): %.0f GB/s (bytes read + written; %%copy below is against this)\n",
            copy_gbps);
-    printf("heads %ld / kv heads %ld, n_q %ld, median of %ld calls after 3 warm-ups\n", heads, kv_heads, n_q, reps);
+    printf("heads %ld / kv heads %ld, n_q %ld, median of %ld calls after 3 warm-ups; timing %s\n", heads, kv_heads,
+           n_q, reps, time_cold && time_host ? "cold and host" : time_cold ? "cold (L2 flushed, GPU time)" : "host");
     FILE *csv = NULL;
     if (csv_path) {
         csv = fopen(csv_path, "w");
         if (!csv)
             return cli_error(cmd, TQ_OK, "%s: cannot open for writing", csv_path);
         fprintf(csv, "device,scheme,head_dim,batch,ctx,heads,kv_heads,n_q,us_median,us_min,bytes,gbps,pct_copy,"
-                     "copy_gbps\n");
+                     "copy_gbps,timing\n");
     }
-    printf("%-11s %4s %5s %7s %10s %10s %12s %8s %7s\n", "scheme", "d", "batch", "ctx", "us(med)", "us(min)",
-           "bytes", "GB/s", "%copy");
+    printf("%-11s %4s %5s %7s %10s %10s %12s %8s %7s %s\n", "scheme", "d", "batch", "ctx", "us(med)", "us(min)",
+           "bytes", "GB/s", "%copy", "timing");
     char sbuf[512];
     snprintf(sbuf, sizeof(sbuf), "%s", schemes);
     int rc = 0;
@@ -177,24 +192,34 @@ int cmd_kv_bench_cuda(int argc, char **argv)
                         st = tq_cuda_malloc(&od, qn * sizeof(float));
                     if (st == TQ_OK)
                         st = tq_cuda_memcpy(qd, qh, qn * sizeof(float), 0);
-                    if (st == TQ_OK)
-                        st = tq_cuda_kv_time_attend(c, qd, (int)n_q, (int)heads, 1.0f / sqrtf((float)d), od, 3,
-                                                    (int)reps, times);
-                    if (st != TQ_OK) {
-                        cli_error(cmd, st, "%s d=%d batch=%d ctx=%ld", name, d, batch, ctx);
-                        rc = 1;
-                    } else {
+                    for (int tm = 0; tm < 2; tm++) {
+                        if (!(tm == 0 ? time_cold : time_host))
+                            continue;
+                        const char *tname = tm == 0 ? "cold" : "host";
+                        if (st == TQ_OK)
+                            st = tq_cuda_kv_time_attend(c, qd, (int)n_q, (int)heads, 1.0f / sqrtf((float)d), od, 3,
+                                                        (int)reps, tm == 0 ? TQ_CUDA_TIME_COLD : TQ_CUDA_TIME_HOST,
+                                                        times);
+                        if (st != TQ_OK) {
+                            cli_error(cmd, st, "%s d=%d batch=%d ctx=%ld", name, d, batch, ctx);
+                            rc = 1;
+                            break;
+                        }
                         qsort(times, (size_t)reps, sizeof(float), cmp_float);
                         const double med = times[reps / 2] * 1e3, mn = times[0] * 1e3;
                         const size_t bytes = tq_cuda_kv_bytes_read(c, (int)n_q, (int)heads);
                         const double gbps = (double)bytes / (med * 1e-6) / 1e9;
-                        printf("%-11s %4d %5d %7ld %10.2f %10.2f %12zu %8.0f %6.1f%%\n", name, d, batch, ctx, med, mn,
-                               bytes, gbps, 100.0 * gbps / copy_gbps);
+                        printf("%-11s %4d %5d %7ld %10.2f %10.2f %12zu %8.0f %6.1f%% %s\n", name, d, batch, ctx, med,
+                               mn, bytes, gbps, 100.0 * gbps / copy_gbps, tname);
                         if (csv)
-                            fprintf(csv, "%s,%s,%d,%d,%ld,%ld,%ld,%ld,%.3f,%.3f,%zu,%.1f,%.1f,%.1f\n", dev, name, d,
+                            fprintf(csv, "%s,%s,%d,%d,%ld,%ld,%ld,%ld,%.3f,%.3f,%zu,%.1f,%.1f,%.1f,%s\n", dev, name, d,
                                     batch, ctx, heads, kv_heads, n_q, med, mn, bytes, gbps, 100.0 * gbps / copy_gbps,
-                                    copy_gbps);
+                                    copy_gbps, tname);
                         fflush(stdout);
+                    }
+                    if (st != TQ_OK && !rc) {
+                        cli_error(cmd, st, "%s d=%d batch=%d ctx=%ld", name, d, batch, ctx);
+                        rc = 1;
                     }
                     tq_cuda_free(qd);
                     tq_cuda_free(od);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_visit.sh MODE -- one visit to the GPU machine: build, correctness, sanitizer, benchmarks.
-# MODE: smoke (build + quick test + short bench), main / final (full test, sanitizers, speed
+# MODE: cold (timing study: L2-cold GPU time vs host-launch timing, ncu kernel durations),
+# smoke (build + quick test + short bench), main / final (full test, sanitizers, speed
 # tables with the SDPA peer, a tuning variant), test, bench; stash + h9 / h9c / h9d (two calls to
 # one warm machine: the model's halves, then h9 = the GPU forward's test and bench + the
 # decode-attention test and tables with same-run A/B lines, h9c = diagnostics of the quantized
@@ -28,7 +29,7 @@ if [ -f build/gpu-model/gpu_part_aa ] && [ -f models/gpu_part_ab ] && [ ! -f "$m
     cat build/gpu-model/gpu_part_aa models/gpu_part_ab > "$model"
 fi
 [ -f "$model" ] && sha256sum "$model"
-export TQ_FULL=1
+[ "$mode" = cold ] || export TQ_FULL=1
 JOBS=16 bench/cuda/build.sh build/gpu || { echo "BUILD FAILED"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build/gpu
@@ -152,6 +153,28 @@ final)
     done
     timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 64,256 --ctx 1024,4096,16384,32768,65536,131072 \
         --batch 1,8 --reps 10 --csv "$out/sdpa_d64_d256.csv"; echo "sdpa d=64,256 rc=$?"
+    ;;
+cold)
+    # timing study (written 2026-12-01 without a GPU; not run yet): L2-cold GPU time vs the
+    # host-launch timing of every earlier table, ours and SDPA, in one run; per-kernel durations
+    # from ncu (it flushes caches between replays), attend vs reduce at batch 1 and 8
+    timeout 200 $B/test_cuda_kv --quick | tail -2; echo "test --quick rc=${PIPESTATUS[0]}"
+    timeout 250 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
+        --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --timing both --csv "$out/kv_bench_d128.csv"; echo "bench rc=$?"
+    timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 128 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 20 --timing both --csv "$out/sdpa_d128.csv"; echo "sdpa rc=$?"
+    timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv $B/kv_bench_cuda \
+        --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 1024,32768,131072 --batch 1,8 --reps 3 --timing cold \
+        > "$out/ncu_d128.csv" 2> /tmp/ncu.err; echo "ncu rc=$?"; tail -3 /tmp/ncu.err
+    python3 - "$out/ncu_d128.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+hdr = rows[0]; ki = hdr.index("Kernel Name"); vi = hdr.index("Metric Value"); ui = hdr.index("Metric Unit")
+print("ncu kernel durations (us), in launch order:")
+for r in rows[1:]:
+    v = float(r[vi].replace(",", "")) / (1000.0 if r[ui] == "nsecond" else 1.0)
+    print(f"  {r[ki].split('(')[0][:50]:50s} {v:9.2f}")
+PY
     ;;
 bench)
     for d in 128 64 256; do

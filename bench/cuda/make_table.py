@@ -2,7 +2,8 @@
 """make_table.py -- markdown tables for docs/results.md "CUDA (H200)" from the raw CSVs of one GPU
 visit (bench/results/cuda_h200_kv_bench_d*.csv + cuda_h200_sdpa_*.csv). Helper script only.
 
-usage: python3 bench/cuda/make_table.py [bench/results] > table.md
+usage: python3 bench/cuda/make_table.py [bench/results] [host|cold] > table.md
+Rows are taken for one timing mode (default host; CSVs without a timing column are host-timed).
 """
 import csv
 import glob
@@ -10,13 +11,18 @@ import os
 import sys
 
 d = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+timing = sys.argv[2] if len(sys.argv) > 2 else "host"
 ours, sdpa, copy = {}, {}, None
 for f in sorted(glob.glob(os.path.join(d, "cuda_h200_kv_bench_d*.csv"))):
     for r in csv.DictReader(open(f)):
+        if r.get("timing", "host") != timing:
+            continue
         ours[(r["scheme"], int(r["head_dim"]), int(r["batch"]), int(r["ctx"]))] = r
         copy = float(r["copy_gbps"])
 for f in sorted(glob.glob(os.path.join(d, "cuda_h200_sdpa_*.csv"))):
     for r in csv.DictReader(open(f)):
+        if r.get("timing", "host") != timing:
+            continue
         sdpa[(int(r["head_dim"]), int(r["batch"]), int(r["ctx"]))] = r
 
 schemes = ["bf16", "kv8", "turbo:k8v3", "turbo:k4v3"]

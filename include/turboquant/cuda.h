@@ -85,11 +85,22 @@ TQ_API tq_status tq_cuda_malloc(void **p, size_t bytes);
 TQ_API void tq_cuda_free(void *p);
 TQ_API tq_status tq_cuda_memcpy(void *dst, const void *src, size_t bytes, int dir);
 
+/* How tq_cuda_kv_time_attend() times one call.
+ * TQ_CUDA_TIME_COLD: before each call the GPU reads a 256 MiB buffer (the H200's 60 MB L2 then holds
+ *   nothing of the cache, as in a decode step where other layers ran in between), and the start
+ *   event is queued behind that read, so the interval is the GPU's time for the call (its two
+ *   kernels and the gap between them) without the host's launch latency.
+ * TQ_CUDA_TIME_HOST: events around each call issued to an idle GPU (the host's launch latency
+ *   inside the interval; the previous call's rows still in L2 when they fit): how every table
+ *   in docs/results.md so far was timed. */
+typedef enum { TQ_CUDA_TIME_HOST = 0, TQ_CUDA_TIME_COLD = 1 } tq_cuda_timing;
+
 /* tq_cuda_kv_time_attend() -- run tq_cuda_kv_attend (device q/out) `warmup` times, then time
- * `reps` calls one by one with CUDA events; times_ms[reps] receives each call's time. */
+ * `reps` calls one by one with CUDA events as `timing` says; times_ms[reps] receives each call's
+ * time. */
 TQ_API tq_status tq_cuda_kv_time_attend(tq_cuda_kv *c, const float *q_dev, int n_q, int n_heads,
                                         float scale, float *out_dev, int warmup, int reps,
-                                        float *times_ms);
+                                        tq_cuda_timing timing, float *times_ms);
 /* tq_cuda_copy_bandwidth() -- device-to-device cudaMemcpy of `bytes`, median of reps, as GB/s
  * counting bytes read + bytes written (2 * bytes / time) into *gbps, and the read-side rate
  * (bytes / time, comparable to "bytes an attention call must read") into *read_gbps. */

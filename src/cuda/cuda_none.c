@@ -124,10 +124,11 @@ tq_status tq_cuda_memcpy(void *dst, const void *src, size_t bytes, int dir)
 }
 
 tq_status tq_cuda_kv_time_attend(tq_cuda_kv *c, const float *q_dev, int n_q, int n_heads, float scale,
-                                 float *out_dev, int warmup, int reps, float *times_ms)
+                                 float *out_dev, int warmup, int reps, tq_cuda_timing timing,
+                                 float *times_ms)
 {
     (void)c, (void)q_dev, (void)n_q, (void)n_heads, (void)scale, (void)out_dev, (void)warmup, (void)reps,
-        (void)times_ms;
+        (void)timing, (void)times_ms;
     return NO_CUDA("tq_cuda_kv_time_attend");
 }
 

@@ -430,26 +430,64 @@ extern "C" tq_status tq_cuda_kv_attend(tq_cuda_kv *c, const float *q, int n_q, i
     return TQ_OK;
 }
 
+// Reads n 16-byte words (grid-stride) so that the L2 holds none of the cache afterwards; the
+// sum is stored only on an impossible condition, which keeps the loads alive.
+__global__ void l2_flush_kernel(const uint4 *p, size_t n, unsigned *sink)
+{
+    unsigned acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 w = p[i];
+        acc ^= w.x ^ w.y ^ w.z ^ w.w;
+    }
+    if (acc == 0x9e3779b9u && threadIdx.x == 1023)
+        *sink = acc;
+}
+
 extern "C" tq_status tq_cuda_kv_time_attend(tq_cuda_kv *c, const float *q_dev, int n_q, int n_heads,
-                                            float scale, float *out_dev, int warmup, int reps, float *times_ms)
+                                            float scale, float *out_dev, int warmup, int reps,
+                                            tq_cuda_timing timing, float *times_ms)
 {
     tq_status st = check_attend(c, q_dev, n_q, n_heads, out_dev);
     if (st != TQ_OK)
         return st;
-    if (reps <= 0 || !times_ms || warmup < 0)
-        return TQC_FAIL(TQ_E_ARG, "tq_cuda_kv_time_attend: reps %d (>= 1), warmup %d (>= 0), times %p",
-                        reps, warmup, (void *)times_ms);
-    for (int i = 0; i < warmup; i++)
-        if ((st = attend_dev(c, q_dev, n_q, n_heads, scale, out_dev)) != TQ_OK)
-            return st;
-    for (int i = 0; i < reps; i++) {
-        TQC_CUDA(cudaEventRecord(c->ev[0], c->stream));
-        if ((st = attend_dev(c, q_dev, n_q, n_heads, scale, out_dev)) != TQ_OK)
-            return st;
-        TQC_CUDA(cudaEventRecord(c->ev[1], c->stream));
-        TQC_CUDA(cudaEventSynchronize(c->ev[1]));
-        TQC_CUDA(cudaEventElapsedTime(&times_ms[i], c->ev[0], c->ev[1]));
+    if (reps <= 0 || !times_ms || warmup < 0 || (timing != TQ_CUDA_TIME_COLD && timing != TQ_CUDA_TIME_HOST))
+        return TQC_FAIL(TQ_E_ARG, "tq_cuda_kv_time_attend: reps %d (>= 1), warmup %d (>= 0), timing %d, times %p",
+                        reps, warmup, (int)timing, (void *)times_ms);
+    const size_t flush_bytes = (size_t)256 << 20;
+    void *flush = NULL;
+    if (timing == TQ_CUDA_TIME_COLD) {
+        TQC_CUDA(cudaMalloc(&flush, flush_bytes + 64));
+        cudaError_t e = cudaMemsetAsync(flush, 0x5a, flush_bytes + 64, c->stream);
+        if (e != cudaSuccess) {
+            cudaFree(flush);
+            return TQC_FAIL(TQ_E_CUDA, "tq_cuda_kv_time_attend: %s", cudaGetErrorString(e));
+        }
     }
+    for (int i = 0; i < warmup && st == TQ_OK; i++)
+        st = attend_dev(c, q_dev, n_q, n_heads, scale, out_dev);
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < reps && st == TQ_OK && e == cudaSuccess; i++) {
+        if (flush) {
+            l2_flush_kernel<<<1024, 256, 0, c->stream>>>((const uint4 *)flush, flush_bytes / 16,
+                                                         (unsigned *)((uint8_t *)flush + flush_bytes));
+            if ((e = cudaGetLastError()) != cudaSuccess)
+                break;
+        }
+        if ((e = cudaEventRecord(c->ev[0], c->stream)) != cudaSuccess)
+            break;
+        if ((st = attend_dev(c, q_dev, n_q, n_heads, scale, out_dev)) != TQ_OK)
+            break;
+        if ((e = cudaEventRecord(c->ev[1], c->stream)) == cudaSuccess && (e = cudaEventSynchronize(c->ev[1])) == cudaSuccess)
+            e = cudaEventElapsedTime(&times_ms[i], c->ev[0], c->ev[1]);
+    }
+    if (flush) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(flush);
+    }
+    if (st != TQ_OK)
+        return st;
+    if (e != cudaSuccess)
+        return TQC_FAIL(TQ_E_CUDA, "tq_cuda_kv_time_attend: %s", cudaGetErrorString(e));
     return TQ_OK;
 }
 
