@@ -32,13 +32,6 @@ int cmd_kv_bench_cuda(int argc, char **argv); /* tq kv-bench --cuda (tools/cmd_k
 int cmd_bench_cuda(int argc, char **argv);    /* tq bench --cuda (tools/cmd_bench_cuda.c)       */
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
-/* eval_open() -- load model + tokenizer and tokenize a text file for tq ppl / tq kl
- * (tools/cmd_ppl.c); *bos = the BOS id when the tokenizer adds one, else -1. 0 or exit code. */
-int eval_open(const char *cmd, const char *model, const char *text, int threads, tq_model **m,
-              int32_t **tokens, int64_t *n_tokens, int32_t *bos);
-/* eval_progress() -- a tq_eval_progress_fn printing "window i/n, elapsed, left" to stderr;
- * user points to {const char *cmd; double t0;}. */
-void eval_progress(void *user, int64_t done, int64_t total);
 /* prompt_cache() -- --load/--save-prompt-cache of tq generate (tools/prompt_cache.c): on return
  * the session holds ids[0..*skip); 0 or an exit code (message printed). */
 int prompt_cache(const char *cmd, tq_session *s, const char *load, const char *save,

@@ -1,24 +1,8 @@
 /* cmd_kl.c -- `tq kl`: teacher-forced KL divergence of KV-cache schemes against an
  * unquantized cache on the same token stream (SPEC A4), with memory per token. */
-#include <errno.h>
-#include <time.h>
+#include "eval_cli.h"
 
-#include "cli.h"
-
-#define EVAL_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define KL_MAX_SCHEMES 32
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-typedef struct prog {
-    const char *cmd;
-    double t0;
-} prog;
 
 static void usage(void)
 {
@@ -41,11 +25,10 @@ static void usage(void)
 
 int cmd_kl(int argc, char **argv)
 {
-    const char *cmd = "kl", *model = EVAL_DEFAULT_MODEL, *text = NULL, *teach = "f32",
-               *json = NULL;
+    const char *cmd = "kl", *teach = "f32";
+    eval_args e = {.model = EVAL_DEFAULT_MODEL, .ctx = 512, .chunks = 32};
     char *names[KL_MAX_SCHEMES];
     char lists[2048] = "";
-    long ctx = 512, chunks = 32, threads = 0;
     int ns = 0;
     if (cli_is_help(argc, argv)) {
         usage();
@@ -57,15 +40,12 @@ int cmd_kl(int argc, char **argv)
             fprintf(stderr, "tq kl: '%s' needs a value (see tq kl --help)\n", a);
             return 2;
         }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            model = v;
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
-            text = v;
-        else if (!strcmp(a, "--teacher"))
+        const int r = eval_flag(cmd, a, v, &e);
+        if (r < 0)
+            return 2;
+        if (!r && !strcmp(a, "--teacher"))
             teach = v;
-        else if (!strcmp(a, "--json"))
-            json = v;
-        else if (!strcmp(a, "--kv")) {
+        else if (!r && !strcmp(a, "--kv")) {
             if (strlen(lists) + strlen(v) + 2 > sizeof(lists)) {
                 fprintf(stderr, "tq kl: --kv lists too long\n");
                 return 2;
@@ -73,21 +53,14 @@ int cmd_kl(int argc, char **argv)
             if (*lists)
                 strcat(lists, ",");
             strcat(lists, v);
-        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (cli_int(cmd, a, v, &ctx))
-                return 2;
-        } else if (!strcmp(a, "--chunks")) {
-            if (cli_int(cmd, a, v, &chunks))
-                return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (cli_int(cmd, a, v, &threads))
-                return 2;
-        } else {
+        } else if (!r) {
             fprintf(stderr, "tq kl: unknown flag '%s' (see tq kl --help)\n", a);
             return 2;
         }
         i++;
     }
+    const char *model = e.model, *text = e.text, *json = e.json;
+    const long ctx = e.ctx, chunks = e.chunks, threads = e.threads;
     if (!text || !*lists) {
         fprintf(stderr, "tq kl: -f TEXT and --kv SCHEMES are required (see tq kl --help)\n");
         return 2;
@@ -118,10 +91,10 @@ int cmd_kl(int argc, char **argv)
     const int64_t avail = n / ctx, nw = chunks > 0 && chunks < avail ? chunks : avail;
     fprintf(stderr, "tq kl: %s: %lld tokens; %lld windows of %ld; teacher %s; %d schemes\n", text,
             (long long)n, (long long)nw, ctx, teach, ns);
-    prog p = {cmd, now_s()};
+    eval_prog p = {cmd, eval_now()};
     tq_kl_stats r[KL_MAX_SCHEMES], tr;
     st = tq_eval_kl(m, tokens, n, bos, teacher, sch, ns, (int)ctx, nw, eval_progress, &p, r, &tr);
-    const double secs = now_s() - p.t0;
+    const double secs = eval_now() - p.t0;
     if (st) {
         rc = cli_error(cmd, st, "evaluation failed");
         goto done;
@@ -142,9 +115,9 @@ int cmd_kl(int argc, char **argv)
                r[k].top1, r[k].ppl);
     }
     if (json) {
-        FILE *f = strcmp(json, "-") ? fopen(json, "w") : stdout;
+        char tmp[4096];
+        FILE *f = eval_json_open(cmd, json, tmp);
         if (!f) {
-            fprintf(stderr, "tq kl: cannot write '%s': %s\n", json, strerror(errno));
             rc = 1;
             goto done;
         }
@@ -163,8 +136,7 @@ int cmd_kl(int argc, char **argv)
                     r[k].p99, r[k].max, r[k].top1, r[k].ppl);
         }
         fprintf(f, "\n]}\n");
-        if (f != stdout)
-            fclose(f);
+        rc = eval_json_close(cmd, f, json, tmp);
     }
 done:
     (void)names;

@@ -1,0 +1,124 @@
+/* eval_cli.c -- shared parts of `tq ppl` and `tq kl` (eval_cli.h). */
+#include "eval_cli.h"
+
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+
+int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e)
+{
+    if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+        e->model = v;
+    else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
+        e->text = v;
+    else if (!strcmp(a, "--json"))
+        e->json = v;
+    else if (!strcmp(a, "--ctx") || !strcmp(a, "-c"))
+        return cli_int(cmd, a, v, &e->ctx) ? -1 : 1;
+    else if (!strcmp(a, "--chunks"))
+        return cli_int(cmd, a, v, &e->chunks) ? -1 : 1;
+    else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+        return cli_int(cmd, a, v, &e->threads) ? -1 : 1;
+    else
+        return 0;
+    return 1;
+}
+
+double eval_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void eval_progress(void *user, int64_t done, int64_t total)
+{
+    eval_prog *p = user;
+    const double el = eval_now() - p->t0;
+    fprintf(stderr, "\rtq %s: window %lld/%lld, %.1f s elapsed, ~%.0f s left   ", p->cmd,
+            (long long)done, (long long)total, el, el / (double)done * (double)(total - done));
+    if (done == total)
+        fprintf(stderr, "\n");
+}
+
+int eval_open(const char *cmd, const char *model, const char *text, int threads,
+              tq_model **m, int32_t **tokens, int64_t *n_tokens, int32_t *bos)
+{
+    tq_model_opts mo;
+    tq_tokenizer *tok = NULL;
+    tq_status st;
+    char *buf = NULL;
+    *m = NULL;
+    *tokens = NULL;
+    FILE *f = fopen(text, "rb");
+    if (!f) {
+        fprintf(stderr, "tq %s: cannot open text '%s' (-f): %s\n", cmd, text, strerror(errno));
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        fclose(f);
+        free(buf);
+        fprintf(stderr, "tq %s: cannot read text '%s'\n", cmd, text);
+        return 1;
+    }
+    fclose(f);
+    tq_model_opts_default(&mo);
+    mo.n_threads = threads;
+    if ((st = tq_model_load(model, &mo, m))) {
+        free(buf);
+        return cli_error(cmd, st, "cannot load model '%s'", model);
+    }
+    if ((st = tq_tokenizer_load(model, &tok))) {
+        free(buf);
+        tq_model_free(*m);
+        *m = NULL;
+        return cli_error(cmd, st, "cannot load the tokenizer of '%s'", model);
+    }
+    const int64_t cap = tq_tokenizer_encode_bound((size_t)len);
+    *tokens = malloc((size_t)cap * sizeof(int32_t));
+    if (!*tokens || (st = tq_tokenizer_encode(tok, buf, (size_t)len, 0, *tokens, cap, n_tokens))) {
+        free(buf);
+        free(*tokens);
+        *tokens = NULL;
+        tq_tokenizer_free(tok);
+        tq_model_free(*m);
+        *m = NULL;
+        return cli_error(cmd, st, "cannot tokenize '%s'", text);
+    }
+    *bos = tq_tokenizer_add_bos(tok) ? tq_tokenizer_bos(tok) : -1;
+    tq_tokenizer_free(tok);
+    free(buf);
+    return 0;
+}
+
+FILE *eval_json_open(const char *cmd, const char *path, char *tmp)
+{
+    if (!strcmp(path, "-"))
+        return stdout;
+    if (snprintf(tmp, 4096, "%s.tmp", path) >= 4096) {
+        fprintf(stderr, "tq %s: --json path too long\n", cmd);
+        return NULL;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        fprintf(stderr, "tq %s: cannot write '%s': %s\n", cmd, tmp, strerror(errno));
+    return f;
+}
+
+int eval_json_close(const char *cmd, FILE *f, const char *path, const char *tmp)
+{
+    if (f == stdout)
+        return fflush(stdout) ? 1 : 0;
+    const int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        fprintf(stderr, "tq %s: cannot write '%s': %s (kept any earlier file)\n", cmd, path,
+                strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}

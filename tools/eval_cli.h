@@ -1,0 +1,41 @@
+/* eval_cli.h -- what `tq ppl` and `tq kl` share (tools/eval_cli.c): their common flags, the
+ * model + text loader, the progress line, and the atomically written --json file. */
+#ifndef TQ_EVAL_CLI_H
+#define TQ_EVAL_CLI_H
+
+#include "cli.h"
+
+#define EVAL_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+/* The flags both commands take: -m/--model, -f/--file, --json, --ctx/-c, --chunks,
+ * -t/--threads. */
+typedef struct eval_args {
+    const char *model, *text, *json;
+    long ctx, chunks, threads;
+} eval_args;
+
+/* eval_flag() -- take flag a with value v if it is a common one: 1 taken, 0 not a common flag,
+ * -1 a bad value (message printed). */
+int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e);
+
+/* eval_open() -- load model + tokenizer and tokenize the text file; *bos = the BOS id when the
+ * tokenizer adds one, else -1. 0 or an exit code (message printed). */
+int eval_open(const char *cmd, const char *model, const char *text, int threads, tq_model **m,
+              int32_t **tokens, int64_t *n_tokens, int32_t *bos);
+
+/* A tq_eval_progress_fn printing "window i/n, elapsed, left" to stderr. */
+typedef struct eval_prog {
+    const char *cmd;
+    double t0;
+} eval_prog;
+double eval_now(void);
+void eval_progress(void *user, int64_t done, int64_t total);
+
+/* eval_json_open() / eval_json_close() -- the --json file: written to PATH.tmp, flushed, fsynced
+ * and renamed over PATH on close, so an interrupted run leaves any earlier PATH whole; "-" is
+ * stdout. open returns NULL (message printed) on failure; close returns 0 or 1. tmp holds
+ * at least 4096 bytes. */
+FILE *eval_json_open(const char *cmd, const char *path, char *tmp);
+int eval_json_close(const char *cmd, FILE *f, const char *path, const char *tmp);
+
+#endif
