@@ -157,7 +157,10 @@ final)
 cold)
     # timing study (written 2026-12-01 without a GPU; not run yet): L2-cold GPU time vs the
     # host-launch timing of every earlier table, ours and SDPA, in one run; per-kernel durations
-    # from ncu (it flushes caches between replays), attend vs reduce at batch 1 and 8
+    # from ncu (it flushes caches between replays), attend vs reduce at batch 1 and 8; a variant
+    # with 16 split partials in flight per step of the reduce loop (TQC_RED_UNROLL, default 4)
+    (EXTRA_NVFLAGS="-DTQC_RED_UNROLL=16" JOBS=6 bench/cuda/build.sh build/gpu-v2 > /tmp/build_v2.log 2>&1 || tail -20 /tmp/build_v2.log) &
+    bgpid=$!
     timeout 200 $B/test_cuda_kv --quick | tail -2; echo "test --quick rc=${PIPESTATUS[0]}"
     timeout 250 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
         --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --timing both --csv "$out/kv_bench_d128.csv"; echo "bench rc=$?"
@@ -175,6 +178,13 @@ for r in rows[1:]:
     v = float(r[vi].replace(",", "")) / (1000.0 if r[ui] == "nsecond" else 1.0)
     print(f"  {r[ki].split('(')[0][:50]:50s} {v:9.2f}")
 PY
+    wait $bgpid; echo "variant build rc=$?"
+    timeout 100 build/gpu-v2/test_cuda_kv --quick | tail -1; echo "variant test rc=${PIPESTATUS[0]}"
+    for v in build/gpu-v2 $B build/gpu-v2 $B; do
+        echo "-- $v (TQC_RED_UNROLL $([ $v = $B ] && echo 4 || echo 16)), cold"
+        timeout 60 $v/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 1024,32768,131072 \
+            --batch 1,8 --reps 20 --timing cold
+    done
     ;;
 bench)
     for d in 128 64 256; do

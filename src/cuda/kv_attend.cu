@@ -47,7 +47,14 @@ namespace {
 #ifndef TQC_MINB_HALF
 #define TQC_MINB_HALF 3
 #endif
+// Split partials loaded per step of the reduce loop (independent loads in flight per thread; at
+// batch 1 the 33-64 splits make L2 latency, not bandwidth, this loop's bound). 4 is what every
+// measured table used; gpu_visit.sh cold A/Bs 16.
+#ifndef TQC_RED_UNROLL
+#define TQC_RED_UNROLL 4
+#endif
 constexpr int NW = 4; // warps per block
+constexpr int RED_UNROLL = TQC_RED_UNROLL; // (#pragma unroll does not expand macros)
 
 template <int D, int FAM>
 constexpr int min_blocks()
@@ -885,7 +892,7 @@ __global__ void __launch_bounds__(D) reduce_kernel(tqc_attend_args a, int n_rb, 
     for (int w = 0; w < D / 32; w++)
         L += red[w][1];
     float o = 0.0f;
-#pragma unroll 4
+#pragma unroll RED_UNROLL
     for (int s = 0; s < n_splits; s++)
         o += wsp[s] * base[s * stride + dd];
     o = L > 0.0f ? o / L : 0.0f;
