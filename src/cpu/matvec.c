@@ -69,6 +69,11 @@ const tq_mm_kernels *tq_mm_scalar(void)
     return &scalar_table;
 }
 
+/* Rows per thread-split unit: 16 for our kernels (they keep their row unrolling), BLAS_BLK for
+ * OpenBLAS (below). */
+#define MM_BLK 16
+#define BLAS_BLK 64
+
 #ifdef TQ_HAVE_OPENBLAS
 /* OpenBLAS sgemm on the thread's row slice: Y[:, r0:r1] = X W[r0:r1]^T, one call per
  * BLAS_BLK-row block (slices are whole blocks, tq_mm.gemm_blk): OpenBLAS rounds differently
@@ -76,7 +81,6 @@ const tq_mm_kernels *tq_mm_scalar(void)
  * keep the result independent of the thread count. Our pool splits the rows, so OpenBLAS itself
  * must run single-threaded (its own threads would fight our pool for the same cores): set once,
  * process-wide. */
-#define BLAS_BLK 64
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void)
 {
@@ -171,7 +175,7 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
     out->gemm = out->fn;
     out->gemm_name = out->name;
     out->gemm_min_n = INT64_MAX;
-    out->gemm_blk = 16;
+    out->gemm_blk = MM_BLK;
     const char *g = getenv("TQ_GEMM");
     const int force_own = g && !strcmp(g, "own"), force_blas = g && !strcmp(g, "openblas");
     if (wt == TQ_DTYPE_F32 && tq_mm_openblas() && isa >= TQ_ISA_AVX2 && !force_own &&
@@ -179,9 +183,7 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
         out->gemm = tq_mm_openblas()->mm[wt];
         out->gemm_name = tq_mm_openblas()->name;
         out->gemm_min_n = 16;
-#ifdef TQ_HAVE_OPENBLAS
         out->gemm_blk = BLAS_BLK;
-#endif
     }
     return TQ_OK;
 }
@@ -228,7 +230,7 @@ void tq_mm_run_multi(const tq_mm *mm, tq_pool *pool, const tq_mm_out *outs, int 
                      const float *x, const uint16_t *xb, int64_t ldx, int64_t n)
 {
     const int g = n >= mm->gemm_min_n;
-    mm_multi_job j = {.fn = g ? mm->gemm : mm->fn, .blk = g ? mm->gemm_blk : 16, .outs = outs,
+    mm_multi_job j = {.fn = g ? mm->gemm : mm->fn, .blk = g ? mm->gemm_blk : MM_BLK, .outs = outs,
                       .n_out = n_out, .k = k, .ldx = ldx, .n = n, .x = x,
                       .xb = mm->needs_xb ? xb : NULL};
     int64_t work = 0;
@@ -253,8 +255,7 @@ typedef struct mm_job {
 static void mm_task(void *ctx, int ith, int nth)
 {
     const mm_job *j = ctx;
-    /* split in blocks of 16 rows so SIMD kernels keep their row unrolling (OpenBLAS: its
-     * fixed call blocks) */
+    /* split in units of j->blk rows (MM_BLK / BLAS_BLK) */
     const int64_t nblk = (j->m + j->blk - 1) / j->blk;
     int64_t b0, b1;
     tq_split_range(nblk, ith, nth, &b0, &b1);
@@ -269,7 +270,7 @@ void tq_mm_run(const tq_mm *mm, tq_pool *pool, const void *w, int64_t m, int64_t
                const float *x, const uint16_t *xb, int64_t ldx, int64_t n, float *y, int64_t ldy)
 {
     const int g = n >= mm->gemm_min_n;
-    mm_job j = {.fn = g ? mm->gemm : mm->fn, .blk = g ? mm->gemm_blk : 16, .w = w, .m = m, .k = k,
+    mm_job j = {.fn = g ? mm->gemm : mm->fn, .blk = g ? mm->gemm_blk : MM_BLK, .w = w, .m = m, .k = k,
                 .ldx = ldx, .n = n, .ldy = ldy, .x = x, .xb = mm->needs_xb ? xb : NULL, .y = y};
     if (m * k * n < 16384 || tq_pool_size(pool) == 1)
         mm_task(&j, 0, 1);

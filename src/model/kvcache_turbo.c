@@ -97,18 +97,15 @@ static size_t ref_scratch_at(unsigned char *base, int64_t n_ctx, int hd, float *
 {
     const size_t n = (size_t)n_ctx, sz[4] = {n * sizeof(float), n * (size_t)hd * sizeof(float),
                                              n * (size_t)hd * sizeof(double), n * sizeof(double)};
-    size_t off[4], o = 0;
-    for (int i = 0; i < 4; i++) {
-        off[i] = o;
-        o += (sz[i] + 63) & ~(size_t)63;
-    }
+    void *ptr[4];
+    const size_t bytes = tq_turbo_carve(base, sz, ptr, 4);
     if (base) {
-        *sc = (float *)(void *)(base + off[0]);
-        *kf = (float *)(void *)(base + off[1]);
-        *vd = (double *)(void *)(base + off[2]);
-        *pw = (double *)(void *)(base + off[3]);
+        *sc = ptr[0];
+        *kf = ptr[1];
+        *vd = ptr[2];
+        *pw = ptr[3];
     }
-    return o;
+    return bytes;
 }
 
 /* The textbook path over the decoded window: K rows decoded by the codec, V rows decoded to

@@ -72,6 +72,18 @@ typedef struct tq_turbo_fscratch {
     double *vdec, *p, *st;
 } tq_turbo_fscratch;
 
+/* tq_turbo_carve() -- lay n parts of sz[i] bytes out from base, each 64-byte aligned; ptr[i]
+ * gets each part's address (NULL when base is NULL). Returns the bytes of the whole. */
+static inline size_t tq_turbo_carve(unsigned char *base, const size_t *sz, void **ptr, int n)
+{
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        ptr[i] = base ? base + off : NULL;
+        off += (sz[i] + 63) & ~(size_t)63;
+    }
+    return off;
+}
+
 static inline size_t tq_turbo_fscratch_at(unsigned char *base, int hd, int group,
                                           tq_turbo_fscratch *o)
 {
@@ -79,14 +91,10 @@ static inline size_t tq_turbo_fscratch_at(unsigned char *base, int hd, int group
                           (size_t)TQ_TURBO_KB * hd * sizeof(double), TQ_TURBO_KB * sizeof(double),
                           (size_t)TQ_TURBO_QB * group * ((size_t)hd + 2) * sizeof(double)};
     void *ptr[5];
-    size_t off = 0;
-    for (int i = 0; i < 5; i++) {
-        ptr[i] = base ? base + off : NULL;
-        off += (sz[i] + 63) & ~(size_t)63;
-    }
+    const size_t bytes = tq_turbo_carve(base, sz, ptr, 5);
     if (o)
         *o = (tq_turbo_fscratch){ptr[0], ptr[1], ptr[2], ptr[3], ptr[4]};
-    return off;
+    return bytes;
 }
 
 /* tq_kvcache_turbo_create() -- a turbo cache (scheme.kind == TQ_KV_TURBO) for n_ctx tokens.
