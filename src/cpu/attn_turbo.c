@@ -17,8 +17,12 @@
  * near-tie elements, so it equals the dequantize-window reference (kvcache_turbo.c), which
  * shares the scores and nothing else (kvcache_turbo.h says why that matters).
  *
- * Chunking over keys is used when a call has n_q <= TQ_TURBO_QD queries (decode), so that two
- * threads share one kv-head's long window; prefill splits over (kv-head, query block) instead.
+ * Keys are taken in chunks of TQ_TURBO_KC at absolute positions, and every row merges its chunk
+ * states in chunk order with merge_state(): decode (n_q <= TQ_TURBO_QD) computes the chunks of
+ * a kv-head in parallel (two threads share one long window) and merges afterwards; prefill
+ * splits over (kv-head, query block) and runs the chunks one after the other. Both make the
+ * same operations per row, so a row's floats do not depend on the call it is in (batch
+ * invariance).
  * No allocation: every buffer is the cache's per-thread scratch. */
 #include <math.h>
 #include <string.h>
@@ -95,15 +99,19 @@ static void block_scalar(const float *q, const float *K, const double *V, int nv
     S[1] = l;
 }
 
-static const tq_attn_kernels attn_scalar = {dot_scalar, tq_attn_dec_v_rot_scalar, block_scalar};
+const tq_attn_kernels tq_attn_kernels_scalar = {dot_scalar, tq_attn_dec_v_rot_scalar,
+                                               block_scalar};
 
 const tq_attn_kernels *tq_attn_kernels_pick(void)
 {
 #if defined(__x86_64__)
-    if (tq_cpu_isa() >= TQ_ISA_AVX512)
+    const tq_isa isa = tq_cpu_isa();
+    if (isa >= TQ_ISA_AVX512)
         return &tq_attn_kernels_avx512;
+    if (isa >= TQ_ISA_AVX2)
+        return &tq_attn_kernels_avx2;
 #endif
-    return &attn_scalar;
+    return &tq_attn_kernels_scalar;
 }
 
 /* ---- the fused kernel ---------------------------------------------------------------------- */
@@ -119,6 +127,35 @@ typedef struct fjob {
     const tq_kv_kernels *kk;
     const tq_attn_kernels *ak;
 } fjob;
+
+/* A <- A merged with the partial state S of the next key chunk (state [m, l, acc[hd]], l = 0:
+ * no key yet), in double. Decode (chunks computed in parallel, merged afterwards) and prefill
+ * (chunks one after the other) both merge every row's chunks with this, in chunk order, so a
+ * query row gets the same floats alone and inside a block of rows. */
+static void merge_state(double *A, const double *S, size_t stride)
+{
+    if (S[1] == 0.0)
+        return;
+    if (A[1] == 0.0) {
+        memcpy(A, S, stride * sizeof(double));
+        return;
+    }
+    const double M = A[0] > S[0] ? A[0] : S[0];
+    const double wa = exp(A[0] - M), ws = exp(S[0] - M);
+    for (size_t e = 1; e < stride; e++)
+        A[e] = wa * A[e] + ws * S[e];
+    A[0] = M;
+}
+
+static void init_states(double *st, int64_t rows, size_t stride)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double *S = st + (size_t)r * stride;
+        S[0] = -INFINITY;
+        for (size_t e = 1; e < stride; e++)
+            S[e] = 0.0;
+    }
+}
 
 /* state layout per row r: [m, l, acc[hd]] */
 static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t0, int64_t t1,
@@ -137,12 +174,7 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
     const tq_attn_kernels *ak = j->ak;
     float *kdec = fs->kdec;
     double *vdec = fs->vdec;
-    for (int64_t r = 0; r < rows; r++) {
-        double *S = st + (size_t)r * stride;
-        S[0] = -INFINITY;
-        for (size_t e = 1; e < stride; e++)
-            S[e] = 0.0;
-    }
+    init_states(st, rows, stride);
     const int64_t t_end = t1 < j->pos0 + i1 ? t1 : j->pos0 + i1; /* last query sees < pos0+i1 */
     /* sliding window: query p sees keys (p - W, p]; the first query's lower bound */
     const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
@@ -224,17 +256,24 @@ static void fused_task(void *ctx, int ith, int nth)
         const int64_t g = u / j->n_qb, qb = u % j->n_qb;
         const int64_t i0 = qb * TQ_TURBO_QB;
         const int64_t i1 = i0 + TQ_TURBO_QB < j->n_q ? i0 + TQ_TURBO_QB : j->n_q;
-        run_unit(j, g, i0, i1, 0, j->pos0 + i1, fs.st, &fs);
+        /* the same key chunks as decode, each merged into the rows' states in chunk order */
+        const int64_t rows = (i1 - i0) * group;
+        init_states(fs.acc, rows, stride);
+        for (int64_t t0 = 0; t0 < j->pos0 + i1; t0 += TQ_TURBO_KC) {
+            run_unit(j, g, i0, i1, t0, t0 + TQ_TURBO_KC, fs.st, &fs);
+            for (int64_t r = 0; r < rows; r++)
+                merge_state(fs.acc + (size_t)r * stride, fs.st + (size_t)r * stride, stride);
+        }
         for (int64_t i = i0; i < i1; i++)
             for (int hh = 0; hh < group; hh++) {
                 const int h = (int)g * group + hh;
-                finish_row(j, rotated, fs.st + ((size_t)(i - i0) * group + hh) * stride,
+                finish_row(j, rotated, fs.acc + ((size_t)(i - i0) * group + hh) * stride,
                            j->out + ((size_t)i * nh + h) * hd);
             }
     }
 }
 
-/* merge the chunk partials of each (query, head) in chunk order, in double */
+/* merge the chunk partials of each (query, head) in chunk order (merge_state) */
 static void merge_task(void *ctx, int ith, int nth)
 {
     const fjob *j = ctx;
@@ -253,23 +292,12 @@ static void merge_task(void *ctx, int ith, int nth)
         const int h = (int)(r % nh), g = h / group, hh = h % group;
         const int64_t n_keys = j->pos0 + i + 1;
         const int64_t n_ch = (n_keys + TQ_TURBO_KC - 1) / TQ_TURBO_KC;
-        double M = -INFINITY;
-        for (int64_t ch = 0; ch < n_ch; ch++) {
-            const double *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
-                                         (size_t)i * group + hh) * stride;
-            M = S[0] > M ? S[0] : M;
-        }
+        acc[0] = -INFINITY;
         for (size_t e = 1; e < stride; e++)
             acc[e] = 0.0;
-        for (int64_t ch = 0; ch < n_ch; ch++) {
-            const double *S = t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
-                                         (size_t)i * group + hh) * stride;
-            if (S[1] == 0.0)
-                continue;
-            const double w = exp(S[0] - M);
-            for (size_t e = 1; e < stride; e++)
-                acc[e] += w * S[e];
-        }
+        for (int64_t ch = 0; ch < n_ch; ch++)
+            merge_state(acc, t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
+                                        (size_t)i * group + hh) * stride, stride);
         finish_row(j, rotated, acc, j->out + ((size_t)i * nh + h) * hd);
     }
 }

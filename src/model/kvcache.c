@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "cpu/attn_cpu.h"
 #include "cpu/matvec.h"
 #include "model/kvcache.h"
 #include "model/kvcache_turbo.h"
@@ -132,14 +133,21 @@ typedef struct att_job {
     const float *q;
     int64_t n_q, pos0;
     float *out;
-    int64_t qblk;    /* queries per unit */
-    int64_t n_qb;    /* query blocks     */
-    attn_row_fn row; /* f32 row kernel   */
-    int simd;        /* AVX-512 kernels (row, widen, transposed form)      */
-    int use_kt;      /* AVX-512 transposed-K form (prefill); chosen from n_q, never from the
-                      * thread count, so results do not depend on it */
+    int64_t qblk;    /* queries per unit                                     */
+    int64_t n_qb;    /* query blocks                                         */
+    int hpu;         /* query heads per unit (a divisor-free split of group)  */
+    int64_t n_hs;    /* head sets per kv-head: ceil(group / hpu)              */
+    attn_row_fn row; /* f32 row kernel (scalar, AVX-512)                      */
+    tq_isa isa;      /* kernels: AVX-512 (row + widen), AVX2 (heads, in place), scalar */
 } att_job;
 
+static tq_attn_rows rows_of(tq_kv_kind kind)
+{
+    return kind == TQ_KV_F16 ? TQ_ATTN_F16 : kind == TQ_KV_BF16 ? TQ_ATTN_BF16 : TQ_ATTN_F32;
+}
+
+/* One unit = (kv-head g, block of queries, set of query heads). Which unit computes a row never
+ * changes its floats: every kernel is called with that row's q and window only. */
 static void att_task(void *ctx, int ith, int nth)
 {
     const att_job *j = ctx;
@@ -148,24 +156,30 @@ static void att_task(void *ctx, int ith, int nth)
     const tq_kv_kind kind = c->scheme.kind;
     const int64_t ctx64 = (c->n_ctx + 63) & ~(int64_t)63;
     float *sc = c->scratch + (size_t)ith * c->scratch_floats;
-    float *Kf = sc + ctx64, *Vf = Kf + (size_t)c->n_ctx * hd;
-    float *Kt = kind == TQ_KV_F32 ? Kf : Vf + (size_t)c->n_ctx * hd;
+    float *Kf = sc + (size_t)group * ctx64, *Vf = Kf + (size_t)c->n_ctx * hd;
+    /* AVX2 reads plain rows in place (f16/bf16 widened in registers) */
+    const int in_place = kind == TQ_KV_F32 || (is_plain(kind) && j->isa == TQ_ISA_AVX2);
     int64_t u0, u1;
-    tq_split_range((int64_t)c->n_kv_heads * j->n_qb, ith, nth, &u0, &u1);
+    tq_split_range((int64_t)c->n_kv_heads * j->n_qb * j->n_hs, ith, nth, &u0, &u1);
     for (int64_t u = u0; u < u1; u++) {
-        const int g = (int)(u / j->n_qb);
-        const int64_t i0 = (u % j->n_qb) * j->qblk;
+        const int g = (int)(u / (j->n_qb * j->n_hs));
+        const int64_t qb = u / j->n_hs % j->n_qb, hs = u % j->n_hs;
+        const int64_t i0 = qb * j->qblk;
         const int64_t i1 = i0 + j->qblk < j->n_q ? i0 + j->qblk : j->n_q;
+        const int h0 = g * group + (int)hs * j->hpu;
+        const int h1 = h0 + j->hpu < (g + 1) * group ? h0 + j->hpu : (g + 1) * group;
         /* keys [lo(i), pos0 + i] for query i; lo rises with i, so the block needs
          * [lo(i0), pos0 + i1) */
         const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
         const int64_t lo0 = W && j->pos0 + i0 + 1 > W ? j->pos0 + i0 + 1 - W : 0;
         const int64_t n_win = j->pos0 + i1 - lo0;
-        const float *K, *V; /* row t of the window is K + (t - lo0) * hd */
-        if (kind == TQ_KV_F32) {
-            K = (const float *)(const void *)k_row(c, j->il, g, lo0);
-            V = (const float *)(const void *)v_row(c, j->il, g, lo0);
-        } else if (is_plain(kind) && j->simd) {
+        const void *K, *V; /* row t of the window is row t - lo0 here */
+        size_t eb = sizeof(float); /* bytes per element of K, V */
+        if (in_place) {
+            K = k_row(c, j->il, g, lo0);
+            V = v_row(c, j->il, g, lo0);
+            eb = kind == TQ_KV_F32 ? 4 : 2;
+        } else if (is_plain(kind) && j->isa == TQ_ISA_AVX512) {
             /* rows are 2-byte aligned little-endian halves: read them as uint16_t */
             tq_attn_widen_avx512((const uint16_t *)(const void *)k_row(c, j->il, g, lo0),
                                  n_win * hd, kind == TQ_KV_F16, Kf);
@@ -187,22 +201,23 @@ static void att_task(void *ctx, int ith, int nth)
             K = Kf;
             V = Vf;
         }
-        const int64_t ldt = (n_win + 63) & ~(int64_t)63;
-        if (j->use_kt)
-            tq_attn_transpose_avx512(K, n_win, hd, Kt, ldt);
+        const tq_attn_rows rows = in_place ? rows_of(kind) : TQ_ATTN_F32;
         for (int64_t i = i0; i < i1; i++) {
             const int64_t p = j->pos0 + i;
             const int64_t lo = W && p + 1 > W ? p + 1 - W : 0;
-            for (int h = g * group; h < (g + 1) * group; h++) {
-                const float *q = j->q + (i * nh + h) * hd;
-                float *o = j->out + (i * nh + h) * hd;
-                if (j->use_kt)
-                    tq_attn_row_t_avx512(q, Kt + (lo - lo0), ldt, V + (lo - lo0) * hd,
-                                         p - lo + 1, hd, c->scale, sc, o);
-                else
-                    j->row(q, K + (lo - lo0) * hd, V + (lo - lo0) * hd, p - lo + 1, hd,
-                           c->scale, sc, o);
+            const unsigned char *Kw = (const unsigned char *)K + (size_t)(lo - lo0) * hd * eb;
+            const unsigned char *Vw = (const unsigned char *)V + (size_t)(lo - lo0) * hd * eb;
+            const float *q = j->q + (i * nh + h0) * hd;
+            float *o = j->out + (i * nh + h0) * hd;
+            if (j->isa == TQ_ISA_AVX2) {
+                tq_attn_heads_avx2(q, h1 - h0, Kw, Vw, rows, p - lo + 1, hd, c->scale, sc, ctx64,
+                                   o);
+                continue;
             }
+            for (int h = 0; h < h1 - h0; h++)
+                j->row(q + (size_t)h * hd, (const float *)(const void *)Kw,
+                       (const float *)(const void *)Vw, p - lo + 1, hd, c->scale, sc,
+                       o + (size_t)h * hd);
         }
     }
 }
@@ -211,6 +226,7 @@ static void kv_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_
                       float *out, tq_pool *pool)
 {
     const int nth = c->n_threads > 1 ? c->n_threads : 1;
+    const int group = c->n_heads / c->n_kv_heads;
     /* enough units for every thread (about 4 per thread), but few so that each window is
      * decoded rarely; blocks never change a result, only who computes it */
     int64_t n_qb = (4 * nth + c->n_kv_heads - 1) / c->n_kv_heads;
@@ -220,11 +236,25 @@ static void kv_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_
         n_qb = 1;
     const int64_t qblk = (n_q + n_qb - 1) / n_qb;
     att_job j = {.c = c, .il = il, .q = q, .n_q = n_q, .pos0 = pos0, .out = out, .qblk = qblk,
-                 .n_qb = (n_q + qblk - 1) / qblk, .row = attend_row};
-    if (tq_cpu_isa() >= TQ_ISA_AVX512 && c->head_dim % 16 == 0) {
+                 .n_qb = (n_q + qblk - 1) / qblk, .hpu = group, .n_hs = 1, .row = attend_row,
+                 .isa = TQ_ISA_SCALAR};
+    const tq_isa isa = tq_cpu_isa();
+    /* AVX-512: the row kernel for decode and prefill alike (one score function per ISA: the
+     * transposed-K form rounds differently, so a row would not give the same floats alone and
+     * inside a prefill block) */
+    if (isa >= TQ_ISA_AVX512 && c->head_dim % 16 == 0) {
         j.row = tq_attn_row_avx512;
-        j.simd = 1;
-        j.use_kt = n_q >= 4;
+        j.isa = TQ_ISA_AVX512;
+    } else if (isa >= TQ_ISA_AVX2 && c->head_dim % 8 == 0) {
+        j.isa = TQ_ISA_AVX2;
+        /* rows read in place cost nothing to share, so few units (decode) split the heads */
+        const int64_t units = c->n_kv_heads * j.n_qb;
+        if (is_plain(c->scheme.kind) && units < 4 * nth) {
+            int64_t n_hs = (4 * nth + units - 1) / units;
+            n_hs = n_hs < group ? n_hs : group;
+            j.hpu = (int)((group + n_hs - 1) / n_hs);
+            j.n_hs = (group + j.hpu - 1) / j.hpu;
+        }
     }
     /* small jobs (short decode windows) on the caller: a pool wake-up costs more than them;
      * the units and their results are the same either way */
@@ -255,7 +285,8 @@ tq_status tq_kvcache_create(tq_kv_scheme scheme, int n_layers, int n_heads, int 
         return tq_kvcache_turbo_create(scheme, n_layers, n_heads, n_kv_heads, head_dim, n_ctx,
                                        scale, n_threads, NULL, out);
     const int plain = is_plain(scheme.kind);
-    if (!plain && scheme.kind != TQ_KV_KV8 && scheme.kind != TQ_KV_KV4)
+    if (!plain && scheme.kind != TQ_KV_KV8 && scheme.kind != TQ_KV_KV4 &&
+        scheme.kind != TQ_KV_ROT) /* rot: decoded through kv.h like kv8 (src/kv/kv_rot.c) */
         return TQ_FAIL(TQ_E_UNSUPPORTED, "kv cache: scheme %s is not available in the engine yet; "
                                          "use f32, f16, bf16, kv8 or kv4",
                        tq_kv_scheme_name(scheme, nm, sizeof(nm)));
@@ -295,11 +326,10 @@ tq_status tq_kvcache_create(tq_kv_scheme scheme, int n_layers, int n_heads, int 
         if (!c->k[l] || !c->v[l])
             goto nomem;
     }
-    /* per thread: scores (n_ctx rounded up to 64), unless rows are f32 a K and a V window
-     * (2 * n_ctx * head_dim), and the transposed K window (head_dim * ctx64, + 64 for the
-     * kernel's over-read of its last row) */
+    /* per thread: the scores of every query head of a GQA group (n_ctx rounded up to 64 each),
+     * 64 floats of slack, and unless rows are f32 a K and a V window (2 * n_ctx * head_dim) */
     const size_t ctx64 = ((size_t)n_ctx + 63) & ~(size_t)63;
-    if (!tq_mul_ok(ctx64, 1 + (size_t)head_dim, &sf) ||
+    if (!tq_mul_ok(ctx64, (size_t)(n_heads / n_kv_heads), &sf) ||
         !tq_add_ok(sf, 64 + (scheme.kind == TQ_KV_F32 ? 0 : 2 * (size_t)n_ctx * head_dim), &sf))
         goto nomem;
     sf = (sf + 15) & ~(size_t)15;

@@ -66,10 +66,12 @@ typedef struct tq_kvc_turbo {
 /* Per-thread scratch of the fused kernel, each part 64-byte aligned: the decoded K block
  * (TQ_TURBO_KB x hd floats), the block's scores (TQ_TURBO_KB floats), the decoded V block
  * (TQ_TURBO_KB x hd doubles), the block's weights (TQ_TURBO_KB doubles), the states of one
- * query block (TQ_TURBO_QB x group x (hd + 2) doubles). tq_turbo_fscratch_at(NULL, ...) gives the size in bytes. */
+ * query block in the current key chunk and merged over the chunks so far (twice
+ * TQ_TURBO_QB x group x (hd + 2) doubles). tq_turbo_fscratch_at(NULL, ...) gives the size in
+ * bytes. */
 typedef struct tq_turbo_fscratch {
     float *kdec, *sc;
-    double *vdec, *p, *st;
+    double *vdec, *p, *st, *acc;
 } tq_turbo_fscratch;
 
 /* tq_turbo_carve() -- lay n parts of sz[i] bytes out from base, each 64-byte aligned; ptr[i]
@@ -87,13 +89,14 @@ static inline size_t tq_turbo_carve(unsigned char *base, const size_t *sz, void 
 static inline size_t tq_turbo_fscratch_at(unsigned char *base, int hd, int group,
                                           tq_turbo_fscratch *o)
 {
-    const size_t sz[5] = {(size_t)TQ_TURBO_KB * hd * sizeof(float), TQ_TURBO_KB * sizeof(float),
+    const size_t st = (size_t)TQ_TURBO_QB * group * ((size_t)hd + 2) * sizeof(double);
+    const size_t sz[6] = {(size_t)TQ_TURBO_KB * hd * sizeof(float), TQ_TURBO_KB * sizeof(float),
                           (size_t)TQ_TURBO_KB * hd * sizeof(double), TQ_TURBO_KB * sizeof(double),
-                          (size_t)TQ_TURBO_QB * group * ((size_t)hd + 2) * sizeof(double)};
-    void *ptr[5];
-    const size_t bytes = tq_turbo_carve(base, sz, ptr, 5);
+                          st, st};
+    void *ptr[6];
+    const size_t bytes = tq_turbo_carve(base, sz, ptr, 6);
     if (o)
-        *o = (tq_turbo_fscratch){ptr[0], ptr[1], ptr[2], ptr[3], ptr[4]};
+        *o = (tq_turbo_fscratch){ptr[0], ptr[1], ptr[2], ptr[3], ptr[4], ptr[5]};
     return bytes;
 }
 
@@ -133,6 +136,8 @@ typedef struct tq_attn_kernels {
 /* tq_attn_dec_v_rot_scalar() -- the scalar specification of dec_v_rot. */
 void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, double *out);
 const tq_attn_kernels *tq_attn_kernels_pick(void);
+extern const tq_attn_kernels tq_attn_kernels_scalar;
 extern const tq_attn_kernels tq_attn_kernels_avx512;
+extern const tq_attn_kernels tq_attn_kernels_avx2;
 
 #endif /* TQ_KVCACHE_TURBO_H */

@@ -1,0 +1,234 @@
+/* attn_turbo_avx2.c -- AVX2+FMA kernels of the fused TurboQuant attention (attn_turbo.c has the
+ * scalar spec, attn_turbo_avx512.c the AVX-512 ones): the score dot product (float), the V-row
+ * decode to the rotated domain, and the block update (online softmax and value accumulation in
+ * double). head_dim is a multiple of 32 (64..512).
+ *
+ * The dot product is one fixed function of (a, b): lane l (0..7) is the FMA chain over
+ * d = l, l + 8, l + 16, ... (the first term a plain product), then the lanes are added as a
+ * balanced tree of adjacent pairs ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). The block
+ * kernel scores 8 keys at a time with the same chains and a transposing hadd tree that performs
+ * exactly those additions, so its scores equal dot256() bit for bit -- the reference attention
+ * (kvcache_turbo.c) calls dot256() through the same table and must see the same floats. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "cpu/kv_cpu.h"
+#include "kv/kv_internal.h"
+#include "model/kvcache_turbo.h"
+
+/* lanes of v added as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) */
+static inline float tree8(__m256 v)
+{
+    const __m256 h = _mm256_hadd_ps(v, v);  /* 01 23 01 23 | 45 67 45 67 */
+    const __m256 h2 = _mm256_hadd_ps(h, h); /* 0123 ... | 4567 ...     */
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h2), _mm256_extractf128_ps(h2, 1)));
+}
+
+/* a[u] holds key u's 8 lane sums; returns the 8 tree sums, key u in lane u (same additions as
+ * tree8 on each a[u]: hadd pairs adjacent lanes, the last add joins the two 128-bit halves) */
+static inline __m256 tree8x8(const __m256 *a)
+{
+    const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 x = _mm256_hadd_ps(h01, h23); /* keys 0-3: (01+23) | keys 0-3: (45+67) */
+    const __m256 y = _mm256_hadd_ps(h45, h67); /* keys 4-7 likewise                     */
+    return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+}
+
+static float dot256(const float *a, const float *b, int n)
+{
+    __m256 s = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
+    for (int i = 8; i < n; i += 8)
+        s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
+    return tree8(s);
+}
+
+/* sc[k] = scale * dot256(q, K[k]) for k < nv, 8 keys at a time (8 independent chains); keys past
+ * nv in the last group are computed on zeros and not stored */
+static void scores8(const float *q, const float *K, int nv, int hd, float scale, float *sc)
+{
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (int k0 = 0; k0 < nv; k0 += 8) {
+        const int nk = nv - k0 < 8 ? nv - k0 : 8;
+        __m256 a[8];
+        const __m256 q0 = _mm256_loadu_ps(q);
+        for (int u = 0; u < 8; u++)
+            a[u] = u < nk ? _mm256_mul_ps(q0, _mm256_loadu_ps(K + (size_t)(k0 + u) * hd))
+                          : _mm256_setzero_ps();
+        for (int i = 8; i < hd; i += 8) {
+            const __m256 qi = _mm256_loadu_ps(q + i);
+            for (int u = 0; u < nk; u++)
+                a[u] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(K + (size_t)(k0 + u) * hd + i), a[u]);
+        }
+        const __m256 s = _mm256_mul_ps(tree8x8(a), vs);
+        if (nk == 8) {
+            _mm256_storeu_ps(sc + k0, s);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, s);
+            memcpy(sc + k0, tmp, (size_t)nk * sizeof(float));
+        }
+    }
+}
+
+/* V row -> rotated domain: 8 indices of b bits fill exactly b bytes; broadcast them as a u64,
+ * shift 64-bit lanes right by k*b, mask, gather the low halves into 8 int32 lanes, look the
+ * centroid up with permutes of 8-entry tables (b <= 3: one; b = 4: two and a blend on bit 3;
+ * b = 5: four and blends on bits 3, 4; b = 8: a gather). Same values as
+ * tq_attn_dec_v_rot_scalar (C[idx] * scale, one float rounding, widened to double). */
+static inline __m256i unpack8(const uint8_t *p, int vb, __m256i sh_lo, __m256i sh_hi,
+                              __m256i mask)
+{
+    if (vb == 8)
+        return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    const __m256i u = _mm256_set1_epi64x((long long)kv_rd_le(p, vb));
+    const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(u, sh_lo), mask); /* idx 0..3 */
+    const __m256i b = _mm256_and_si256(_mm256_srlv_epi64(u, sh_hi), mask); /* idx 4..7 */
+    /* low 32 bits of each 64-bit lane: [0 1 4 5 | 2 3 6 7], then the quarters in order */
+    const __m256 ab = _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b),
+                                        _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_permute4x64_epi64(_mm256_castps_si256(ab), 0xD8);
+}
+
+static void dec_v_rot256(const uint8_t *row, int d, int vb, double *out)
+{
+    const float *C = tq_kv_centroids(vb);
+    const uint8_t *sc = tq_kv_turbo_v_scales(row, d, vb);
+    float tab[32] = {0}; /* the codebook padded to a whole number of 8-entry tables */
+    const int nc = vb == 8 ? 0 : 1 << vb;
+    memcpy(tab, C, (size_t)nc * sizeof(float));
+    const __m256 t0 = _mm256_loadu_ps(tab), t1 = _mm256_loadu_ps(tab + 8);
+    const __m256 t2 = _mm256_loadu_ps(tab + 16), t3 = _mm256_loadu_ps(tab + 24);
+    const __m256i sh_lo = _mm256_set_epi64x(3 * vb, 2 * vb, vb, 0);
+    const __m256i sh_hi = _mm256_set_epi64x(7 * vb, 6 * vb, 5 * vb, 4 * vb);
+    const __m256i mask = _mm256_set1_epi64x((1ll << (vb & 63)) - 1);
+    for (int g = 0; g < d / TQ_KV_GROUP; g++) {
+        const __m256 s = _mm256_set1_ps(tq_f16_to_f32(tq_rd16(sc + 2 * g)));
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *p = vb == 8 ? row + g * TQ_KV_GROUP + 8 * c
+                                       : row + (size_t)g * 4 * vb + (size_t)c * vb;
+            const __m256i idx = unpack8(p, vb, sh_lo, sh_hi, mask);
+            __m256 y;
+            if (vb <= 3) {
+                y = _mm256_permutevar8x32_ps(t0, idx);
+            } else if (vb == 4) {
+                const __m256 b3 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
+                y = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t0, idx),
+                                     _mm256_permutevar8x32_ps(t1, idx), b3);
+            } else if (vb == 5) {
+                const __m256 b3 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
+                const __m256 b4 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 27));
+                const __m256 lo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t0, idx),
+                                                   _mm256_permutevar8x32_ps(t1, idx), b3);
+                const __m256 hi = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t2, idx),
+                                                   _mm256_permutevar8x32_ps(t3, idx), b3);
+                y = _mm256_blendv_ps(lo, hi, b4);
+            } else {
+                y = _mm256_i32gather_ps(C, idx, 4);
+            }
+            y = _mm256_mul_ps(y, s); /* the float product, then widened */
+            double *o = out + g * TQ_KV_GROUP + 8 * c;
+            _mm256_storeu_pd(o, _mm256_cvtps_pd(_mm256_castps256_ps128(y)));
+            _mm256_storeu_pd(o + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)));
+        }
+    }
+}
+
+/* e^x for x <= 0, 4 double lanes: the same operations as exp_pd512 (attn_turbo_avx512.c), so
+ * the same values: 2^n e^r, n = rint(x log2 e), r = x - n ln2 (Cody-Waite), e^r by its degree-12
+ * Taylor polynomial (Horner, FMAs); 2^n is built in the exponent field (n >= -1022 after the
+ * clamp at -708, so 2^n is normal and the final product exact). */
+static inline __m256d exp_pd256(__m256d x)
+{
+    x = _mm256_max_pd(x, _mm256_set1_pd(-708.0));
+    const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
+    static const double c[13] = {1.0,
+                                 1.0,
+                                 1.0 / 2,
+                                 1.0 / 6,
+                                 1.0 / 24,
+                                 1.0 / 120,
+                                 1.0 / 720,
+                                 1.0 / 5040,
+                                 1.0 / 40320,
+                                 1.0 / 362880,
+                                 1.0 / 3628800,
+                                 1.0 / 39916800,
+                                 1.0 / 479001600};
+    __m256d p = _mm256_set1_pd(c[12]);
+    for (int k = 11; k >= 0; k--)
+        p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[k]));
+    /* n is integral in [-1022, 0]: adding 1.5 * 2^52 puts it in the low mantissa bits */
+    const __m256d magic = _mm256_set1_pd(6755399441055744.0);
+    const __m256i ni = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(n, magic)),
+                                        _mm256_castpd_si256(magic));
+    const __m256d two_n =
+        _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(ni, _mm256_set1_epi64x(1023)), 52));
+    return _mm256_mul_pd(p, two_n);
+}
+
+/* one head x one key block (nv <= 32): float scores, max, then in double: rescale, weights,
+ * values accumulated 32 dims at a time (8 independent FMA chains, accumulator in registers) */
+static void block256(const float *q, const float *K, const double *V, int nv, int hd,
+                     float scale, double *S, float *sc, double *p)
+{
+    scores8(q, K, nv, hd, scale, sc);
+    float bm = -INFINITY;
+    for (int k = 0; k < nv; k++)
+        bm = sc[k] > bm ? sc[k] : bm;
+    const double mn = bm > S[0] ? bm : S[0];
+    double *acc = S + 2;
+    if (mn > S[0] && S[1] != 0.0) {
+        const double corr = exp(S[0] - mn);
+        S[1] *= corr;
+        const __m256d vc = _mm256_set1_pd(corr);
+        for (int d = 0; d < hd; d += 4)
+            _mm256_storeu_pd(acc + d, _mm256_mul_pd(vc, _mm256_loadu_pd(acc + d)));
+    }
+    S[0] = mn;
+    const __m256d vm = _mm256_set1_pd(mn);
+    __m256d ls = _mm256_setzero_pd();
+    for (int k = 0; k < nv; k += 4) {
+        const int live = nv - k > 4 ? 4 : nv - k;
+        __m128 s4;
+        if (live == 4) {
+            s4 = _mm_loadu_ps(sc + k);
+        } else {
+            float tmp[4] = {0};
+            memcpy(tmp, sc + k, (size_t)live * sizeof(float));
+            s4 = _mm_loadu_ps(tmp);
+        }
+        const __m256d pk = exp_pd256(_mm256_sub_pd(_mm256_cvtps_pd(s4), vm));
+        const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
+        const __m256d keep = _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(live), lane));
+        const __m256d pm = _mm256_and_pd(pk, keep);
+        double tmp[4];
+        _mm256_storeu_pd(tmp, pm);
+        memcpy(p + k, tmp, (size_t)live * sizeof(double));
+        ls = _mm256_add_pd(ls, pm);
+    }
+    /* lane sums of ls in a fixed order: (l0 + l1) + (l2 + l3) */
+    double l4[4];
+    _mm256_storeu_pd(l4, ls);
+    S[1] += (l4[0] + l4[1]) + (l4[2] + l4[3]);
+    for (int c = 0; c < hd; c += 32) {
+        __m256d a[8];
+        for (int u = 0; u < 8; u++)
+            a[u] = _mm256_loadu_pd(acc + c + 4 * u);
+        for (int k = 0; k < nv; k++) {
+            const __m256d w = _mm256_set1_pd(p[k]);
+            const double *v = V + (size_t)k * hd + c;
+            for (int u = 0; u < 8; u++)
+                a[u] = _mm256_fmadd_pd(w, _mm256_loadu_pd(v + 4 * u), a[u]);
+        }
+        for (int u = 0; u < 8; u++)
+            _mm256_storeu_pd(acc + c + 4 * u, a[u]);
+    }
+}
+
+const tq_attn_kernels tq_attn_kernels_avx2 = {dot256, dec_v_rot256, block256};

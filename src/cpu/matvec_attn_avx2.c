@@ -1,0 +1,169 @@
+/* matvec_attn_avx2.c -- AVX2+FMA+F16C body of the engine's window attention (src/model/kvcache.c
+ * holds the portable version and chooses; attn_cpu.h states the contract). One kv-head, G query
+ * heads of one position, rows read in place (f32) or widened in registers (f16, bf16):
+ *   1. scores: 8 keys at a time, for each head; key u's lane l is the FMA chain over
+ *      d = l, l + 8, ... (the first term a plain product), lanes added as the balanced tree
+ *      ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) by a transposing hadd tree; times scale;
+ *   2. per head: the max, e = exp(s - max) by a polynomial, the sum in 8 lanes in key order, the
+ *      same tree;
+ *   3. per head: o[d] = FMA chain over the keys in order, times 1/sum.
+ * Loop order (heads inside key groups, heads in pairs for V) only changes what is in cache;
+ * every float depends only on its head's q and the window. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/attn_cpu.h"
+
+static inline float tree8(__m256 v)
+{
+    const __m256 h = _mm256_hadd_ps(v, v);
+    const __m256 h2 = _mm256_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h2), _mm256_extractf128_ps(h2, 1)));
+}
+
+/* key u's lane sums in a[u] -> key u's tree8 sum in lane u */
+static inline __m256 tree8x8(const __m256 *a)
+{
+    const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 x = _mm256_hadd_ps(h01, h23), y = _mm256_hadd_ps(h45, h67);
+    return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+}
+
+/* 8 elements of a row at element offset i, as f32 (exact) */
+static inline __m256 ld8(const void *row, int64_t i, tq_attn_rows rows)
+{
+    if (rows == TQ_ATTN_F32)
+        return _mm256_loadu_ps((const float *)row + i);
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)row + i));
+    if (rows == TQ_ATTN_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* exp(x) for x <= 0: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, times 2^n built in the
+ * exponent field (x clamped at -87, so n >= -126 and 2^n is normal) */
+static inline __m256 exp256(__m256 x)
+{
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                         _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* lanes >= live (0..8) of an 8-lane group: all ones */
+static inline __m256 tail_mask(int64_t live)
+{
+    const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)live), lane));
+}
+
+/* s[0..n) = exp(s - max) in place (lanes past n zeroed up to the next multiple of 8); returns
+ * 1 / sum, the sum taken in 8 lanes in key order and added by the tree */
+static float softmax8(float *s, int64_t n)
+{
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (int64_t t = 0; t < n; t += 8)
+        mv = _mm256_max_ps(mv, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s + t),
+                                                tail_mask(n - t)));
+    float mm[8], mx = -INFINITY;
+    _mm256_storeu_ps(mm, mv);
+    for (int l = 0; l < 8; l++)
+        mx = mm[l] > mx ? mm[l] : mx;
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t t = 0; t < n; t += 8) {
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_loadu_ps(s + t), vm)),
+                                       tail_mask(n - t));
+        _mm256_storeu_ps(s + t, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    return 1.0f / tree8(acc);
+}
+
+static inline __attribute__((always_inline)) void
+heads_body(const float *q, int G, const void *K, const void *V, tq_attn_rows rows,
+           int64_t n_keys, int hd, float scale, float *sc, int64_t ldsc, float *out)
+{
+    const __m256 vs = _mm256_set1_ps(scale);
+    /* 1. scores, 8 keys at a time; the key group stays in L1 across the heads */
+    for (int64_t t = 0; t < n_keys; t += 8) {
+        const int nk = n_keys - t < 8 ? (int)(n_keys - t) : 8;
+        for (int h = 0; h < G; h++) {
+            const float *qh = q + (size_t)h * hd;
+            __m256 a[8];
+            const __m256 q0 = _mm256_loadu_ps(qh);
+            if (nk == 8) {
+                for (int u = 0; u < 8; u++)
+                    a[u] = _mm256_mul_ps(q0, ld8(K, (t + u) * hd, rows));
+                for (int i = 8; i < hd; i += 8) {
+                    const __m256 qi = _mm256_loadu_ps(qh + i);
+                    for (int u = 0; u < 8; u++)
+                        a[u] = _mm256_fmadd_ps(qi, ld8(K, (t + u) * hd + i, rows), a[u]);
+                }
+            } else {
+                for (int u = 0; u < 8; u++)
+                    a[u] = u < nk ? _mm256_mul_ps(q0, ld8(K, (t + u) * hd, rows))
+                                  : _mm256_setzero_ps();
+                for (int i = 8; i < hd; i += 8) {
+                    const __m256 qi = _mm256_loadu_ps(qh + i);
+                    for (int u = 0; u < nk; u++)
+                        a[u] = _mm256_fmadd_ps(qi, ld8(K, (t + u) * hd + i, rows), a[u]);
+                }
+            }
+            _mm256_storeu_ps(sc + h * ldsc + t, _mm256_mul_ps(tree8x8(a), vs));
+        }
+    }
+    /* 2. + 3. per pair of heads: softmax weights and their sums, then the weighted values,
+     * 32 dims at a time (8 accumulators) */
+    for (int h = 0; h < G; h += 2) {
+        const int two = h + 1 < G;
+        const float i0 = softmax8(sc + h * ldsc, n_keys);
+        const float i1 = two ? softmax8(sc + (h + 1) * ldsc, n_keys) : 0.0f;
+        const float *w0 = sc + h * ldsc, *w1 = sc + (h + two) * ldsc;
+        for (int d = 0; d < hd; d += 32) {
+            const int nv = hd - d < 32 ? (hd - d) / 8 : 4;
+            __m256 o0[4], o1[4];
+            for (int u = 0; u < 4; u++)
+                o0[u] = o1[u] = _mm256_setzero_ps();
+            for (int64_t t = 0; t < n_keys; t++) {
+                const __m256 p0 = _mm256_set1_ps(w0[t]), p1 = _mm256_set1_ps(w1[t]);
+                for (int u = 0; u < nv; u++) {
+                    const __m256 v = ld8(V, t * hd + d + 8 * u, rows);
+                    o0[u] = _mm256_fmadd_ps(p0, v, o0[u]);
+                    if (two)
+                        o1[u] = _mm256_fmadd_ps(p1, v, o1[u]);
+                }
+            }
+            for (int u = 0; u < nv; u++) {
+                _mm256_storeu_ps(out + (size_t)h * hd + d + 8 * u,
+                                 _mm256_mul_ps(o0[u], _mm256_set1_ps(i0)));
+                if (two)
+                    _mm256_storeu_ps(out + (size_t)(h + 1) * hd + d + 8 * u,
+                                     _mm256_mul_ps(o1[u], _mm256_set1_ps(i1)));
+            }
+        }
+    }
+}
+
+void tq_attn_heads_avx2(const float *q, int G, const void *K, const void *V, tq_attn_rows rows,
+                        int64_t n_keys, int hd, float scale, float *sc, int64_t ldsc, float *out)
+{
+    switch (rows) {
+    case TQ_ATTN_F16: heads_body(q, G, K, V, TQ_ATTN_F16, n_keys, hd, scale, sc, ldsc, out); break;
+    case TQ_ATTN_BF16: heads_body(q, G, K, V, TQ_ATTN_BF16, n_keys, hd, scale, sc, ldsc, out); break;
+    default: heads_body(q, G, K, V, TQ_ATTN_F32, n_keys, hd, scale, sc, ldsc, out); break;
+    }
+}
