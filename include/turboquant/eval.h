@@ -68,7 +68,8 @@ TQ_API tq_status tq_session_load(tq_session *s, const char *path, int32_t *token
                                  int64_t tokens_cap, int64_t *n_tokens);
 
 /* tq_model_fingerprint() -- 64-bit fingerprint of a model's shape and weights (hash of the
- * config and of the embedding, final norm and first layer's norms). */
+ * shapes, weight dtype and the XXH3-128 of every weight tensor's bytes; computed on first use,
+ * then cached in the model). */
 TQ_API uint64_t tq_model_fingerprint(const tq_model *model);
 
 #ifdef __cplusplus

@@ -9,7 +9,10 @@
  *
  * Threads: a model runs its kernels on one tq_pool (its own, or one the caller lends). A pool runs
  * one job at a time, so sessions sharing a model must be evaluated from one thread at a time.
- * Everything here is deterministic: the same tokens give the same logits for any thread count.
+ * Everything here is deterministic: the same tokens give the same logits for any thread count,
+ * and batch-invariant: a token's logits do not depend on how many tokens share its forward call
+ * or where the chunk boundaries fall (n_batch, how evals split a prompt, a restored prompt cache),
+ * unless TQ_GEMM=openblas is set (src/cpu/matvec.h).
  */
 #ifndef TURBOQUANT_MODEL_H
 #define TURBOQUANT_MODEL_H
@@ -69,8 +72,9 @@ typedef struct tq_model_info {
     size_t weight_bytes;    /* bytes of all weights as held in memory                     */
     int n_threads;          /* threads of the pool the model runs on                      */
     const char *kernel;     /* matvec kernel chosen for weight_type ("avx512", ...)       */
-    const char *gemm_kernel;/* kernel for products of >= 16 tokens (prefill): kernel or
-                             * "openblas" (f32 weights, see src/cpu/matvec.h)             */
+    const char *gemm_kernel;/* kernel for products of >= 16 tokens (prefill): kernel, or
+                             * "openblas" when TQ_GEMM=openblas asked for it (f32 weights;
+                             * not batch-invariant, see src/cpu/matvec.h)                  */
 } tq_model_info;
 
 /* tq_model_get_info() -- describe the model into *out. */

@@ -62,6 +62,7 @@ static const tq_mm_kernels scalar_table = {
     .name = "scalar",
     .mm = {[TQ_DTYPE_F32] = mm_f32, [TQ_DTYPE_F16] = mm_f16, [TQ_DTYPE_BF16] = mm_bf16},
     .needs_xb = 0,
+    .batch_invariant = 1,
 };
 
 const tq_mm_kernels *tq_mm_scalar(void)
@@ -103,8 +104,19 @@ static const tq_mm_kernels blas_table = {
     .name = "openblas",
     .mm = {[TQ_DTYPE_F32] = mm_blas_f32},
     .needs_xb = 0,
+    .batch_invariant = 0, /* its tiling follows the call's shape (n) */
 };
 #endif
+
+static const char *blas_core_name(void)
+{
+#ifdef TQ_HAVE_OPENBLAS
+    const char *core = openblas_get_corename();
+    return core ? core : "(unknown)";
+#else
+    return "(none)";
+#endif
+}
 
 /* 1 if OpenBLAS runs a core with AVX2/AVX-512 kernels (not its generic fallback) */
 static int blas_core_fast(void)
@@ -176,10 +188,19 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
     out->gemm_name = out->name;
     out->gemm_min_n = INT64_MAX;
     out->gemm_blk = MM_BLK;
+    /* OpenBLAS only on request: its result for a token depends on how many tokens share the
+     * call (its tiles and edge handling follow the matrix shape), so it is not batch-invariant */
     const char *g = getenv("TQ_GEMM");
-    const int force_own = g && !strcmp(g, "own"), force_blas = g && !strcmp(g, "openblas");
-    if (wt == TQ_DTYPE_F32 && tq_mm_openblas() && isa >= TQ_ISA_AVX2 && !force_own &&
-        (force_blas || blas_core_fast()) && !out->needs_xb) {
+    const int want_blas = g && !strcmp(g, "openblas");
+    if (want_blas && (wt != TQ_DTYPE_F32 || !tq_mm_openblas() || isa < TQ_ISA_AVX2))
+        tq_log(TQ_LOG_WARN, "TQ_GEMM=openblas: not used (%s weights, OpenBLAS %s, cpu %s); it "
+               "needs f32 weights, a build with OpenBLAS and AVX2", tq_dtype_name(wt),
+               tq_mm_openblas() ? "built in" : "not built in", tq_isa_name(isa));
+    else if (want_blas && !blas_core_fast())
+        tq_log(TQ_LOG_WARN, "TQ_GEMM=openblas: OpenBLAS runs its generic core %s here (slower "
+               "than our kernel); set OPENBLAS_CORETYPE=Haswell or SkylakeX", blas_core_name());
+    if (wt == TQ_DTYPE_F32 && tq_mm_openblas() && isa >= TQ_ISA_AVX2 && want_blas &&
+        !out->needs_xb) {
         out->gemm = tq_mm_openblas()->mm[wt];
         out->gemm_name = tq_mm_openblas()->name;
         out->gemm_min_n = 16;

@@ -7,6 +7,14 @@
  * element is produced by one thread in a fixed order: results are identical for any thread
  * count. The scalar kernels (matvec.c) are the specification: sequential f32 sums.
  *
+ * Batch invariance: each kernel computes y[t, r] with one reduction order that depends on k
+ * only, never on n, on the token's place among the n, on r0/r1 or on which micro-kernel (decode
+ * 4 rows x 1 token, prefill register tiles) it falls in: one f32 accumulator vector per (token,
+ * row) fed in column order, reduced by a fixed horizontal sum, then the k % width tail in
+ * scalar order. So the logits of a token do not depend on how many tokens share its forward call
+ * (tests/test_batch_invariance.c). OpenBLAS sgemm does not keep this (batch_invariant = 0) and
+ * is used only when asked for (TQ_GEMM=openblas).
+ *
  * Kernel tables, one per ISA file: matvec.c (scalar), matvec_avx2.c, matvec_avx512.c,
  * matvec_avx512bf16.c (vdpbf16ps: x is rounded to bf16 first, so it is the only kernel that is
  * not exact in f32 arithmetic; it is used only when asked for, see tq_mm_select()).
@@ -25,6 +33,7 @@ typedef struct tq_mm_kernels {
     const char *name;               /* "scalar", "avx2", "avx512", "avx512bf16"            */
     tq_mm_fn mm[TQ_DTYPE_COUNT];    /* per weight dtype; NULL = not provided               */
     int needs_xb;                   /* 1 if the kernels read the bf16 copy of x             */
+    int batch_invariant;            /* 1: n tokens at once give the bits of n calls of one  */
 } tq_mm_kernels;
 
 /* Tables (NULL when this build or CPU cannot run them). */
@@ -54,11 +63,12 @@ typedef struct tq_mm {
 
 /* tq_mm_select() -- the kernel for weight dtype wt on this CPU, honouring TQ_CPU (scalar, avx2,
  * avx512). The bf16-activation kernel (avx512bf16) is taken for bf16 weights only when
- * TQ_MATVEC=avx512bf16 is set (it rounds activations to bf16). For f32 weights and n >= 16
- * tokens, OpenBLAS sgemm is taken when its runtime core has AVX2/AVX-512 kernels (measured 1.7x
- * our kernel with OPENBLAS_CORETYPE=SkylakeX; its generic "Prescott" fallback, which it picks on
- * CPUs it does not know, is 2.4x slower than ours and is not used). TQ_GEMM=own|openblas
- * overrides. Returns TQ_E_UNSUPPORTED for an invalid dtype. */
+ * TQ_MATVEC=avx512bf16 is set (it rounds activations to bf16). Every default choice is
+ * batch-invariant. TQ_GEMM=openblas takes OpenBLAS sgemm for f32 weights and n >= 16 tokens
+ * (prefill; measured 1.7x our kernel with an AVX2/AVX-512 OpenBLAS core), which is NOT
+ * batch-invariant: a token's logits then depend on how the prompt was split into calls (a
+ * warning is logged when OpenBLAS cannot be used or runs its slow generic core); TQ_GEMM=own
+ * (the default) keeps our kernels. Returns TQ_E_UNSUPPORTED for an invalid dtype. */
 tq_status tq_mm_select(tq_dtype wt, tq_mm *out);
 
 /* A product over a thread pool: y(n, m) = x(n, k) * W(m, k)^T. xb may be NULL unless

@@ -153,6 +153,7 @@ static const tq_mm_kernels table = {
     .name = "avx2",
     .mm = {[TQ_DTYPE_F32] = mm_f32, [TQ_DTYPE_F16] = mm_f16, [TQ_DTYPE_BF16] = mm_bf16},
     .needs_xb = 0,
+    .batch_invariant = 1,
 };
 
 const tq_mm_kernels *tq_mm_avx2(void)

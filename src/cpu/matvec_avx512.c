@@ -1,7 +1,9 @@
 /* matvec_avx512.c -- AVX-512F weight-matrix products (see matvec.h): the AVX2 kernels' structure
  * at 16 lanes. Weights are widened to f32 in registers (f16 by vcvtph2ps, bf16 by a 16-bit
  * shift); f32 FMA chains reduced in a fixed order, then the k % 16 tail in scalar. Micro-kernels:
- * 4 rows x 1 token (decode) and 1 row x 4 tokens (prefill). */
+ * 4 rows x 1 token (decode), 4 rows x 4 tokens and 1 row x 4 tokens (prefill). Every element
+ * gets the same operation sequence in each (one accumulator per (row, token), column order,
+ * _mm512_reduce_add_ps, scalar tail), so results are batch-invariant (matvec.h). */
 #include <immintrin.h>
 
 #include "core/half.h"
@@ -157,6 +159,7 @@ static const tq_mm_kernels table = {
     .name = "avx512",
     .mm = {[TQ_DTYPE_F32] = mm_f32, [TQ_DTYPE_F16] = mm_f16, [TQ_DTYPE_BF16] = mm_bf16},
     .needs_xb = 0,
+    .batch_invariant = 1,
 };
 
 const tq_mm_kernels *tq_mm_avx512(void)

@@ -135,6 +135,7 @@ static const tq_mm_kernels table = {
     .name = "avx512bf16",
     .mm = {[TQ_DTYPE_BF16] = mm_bf16},
     .needs_xb = 1,
+    .batch_invariant = 1,
 };
 
 const tq_mm_kernels *tq_mm_avx512bf16(void)

@@ -4,6 +4,8 @@
 #ifndef TQ_ENGINE_H
 #define TQ_ENGINE_H
 
+#include <pthread.h>
+
 #include "core/core.h"
 #include "cpu/matvec.h"
 #include "model/kvcache.h"
@@ -43,7 +45,23 @@ struct tq_model {
     float attn_scale;
     size_t weight_bytes;
     int n_sessions;
+    /* every tensor as held in memory, in load order (for the weights hash) */
+    struct tq_model_tensor {
+        const void *data;
+        size_t bytes;
+    } *tensors;
+    int n_tensors;
+    /* XXH3-128 of the tensors' bytes, computed on first use (tq_model_weights_hash) */
+    pthread_mutex_t wh_lock;
+    int wh_done;
+    uint8_t wh[16];
 };
+
+/* tq_model_weights_hash() -- XXH3-128 (canonical big-endian bytes) of every weight tensor's bytes
+ * as held in memory (in load order), so two models of the same shapes with different weights
+ * differ. Computed once, on the first call (about 30 ms per GB), then cached in the model;
+ * thread-safe. */
+void tq_model_weights_hash(const tq_model *m, uint8_t out[16]);
 
 /* Per-session buffers, sized for n_batch tokens (nb) once at creation. */
 typedef struct tq_run_state {

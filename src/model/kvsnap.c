@@ -2,11 +2,12 @@
  * file and restore it (turboquant/eval.h; byte format in docs/FORMAT.md "KV cache snapshot").
  *
  * File = 128-byte header + payload, little-endian:
- *   0  magic "TQKVSNAP"          8  u32 version (1)        12 u32 header bytes (128)
+ *   0  magic "TQKVSNAP"          8  u32 version (2)        12 u32 header bytes (128)
  *   16 char scheme key[32]       48 u32 head_dim           52 u32 n_layers
  *   56 u32 n_heads               60 u32 n_kv_heads         64 u64 n_tokens (cached)
- *   72 u64 n_ids (token ids)     80 u64 model fingerprint  88 u64 payload bytes
- *   96 u64 checksum              104..127 zero
+ *   72 u64 n_ids (token ids)     80 u64 shape fingerprint  88 u64 payload bytes
+ *   96 u64 checksum              104 u8[16] weights hash (XXH3-128)      120..127 zero
+ * Version 1 (no weights hash) is refused: the cache must be re-made.
  *   payload: n_ids x i32 token ids, then per layer, per kv-head: n_tokens K rows, n_tokens V
  *   rows, each row in the layer's stored format (kv.h row bytes of the layer's scheme).
  * checksum = FNV-1a 64 over the header (checksum field zero) then the payload.
@@ -23,7 +24,7 @@
 #include "model/kvcache_turbo.h"
 
 #define SNAP_MAGIC "TQKVSNAP"
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u /* 2: + weights hash at 104 */
 #define SNAP_HDR 128u
 
 typedef struct fnv {
@@ -66,21 +67,36 @@ static uint64_t rd64(const uint8_t *p)
     return v;
 }
 
-uint64_t tq_model_fingerprint(const tq_model *m)
+/* FNV-1a 64 of the shapes and the weight dtype (header offset 80) */
+static uint64_t shape_fingerprint(const tq_model *m)
 {
     fnv f;
     fnv_init(&f);
     const tq_model_config *c = &m->cfg;
     const int32_t shape[] = {c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->head_dim,
                              c->vocab, c->ffn_hidden, (int32_t)m->wtype};
-    fnv_add(&f, shape, sizeof(shape));
-    fnv_add(&f, m->final_norm, (size_t)c->hidden * sizeof(float));
-    fnv_add(&f, m->layers[0].attn_norm, (size_t)c->hidden * sizeof(float));
-    /* a strided sample of the embedding (every 997th element) */
-    const size_t es = tq_dtype_size(m->wtype), n = (size_t)c->vocab * (size_t)c->hidden;
-    for (size_t i = 0; i < n; i += 997)
-        fnv_add(&f, (const uint8_t *)m->embed + i * es, es);
+    uint8_t b[sizeof(shape)];
+    for (size_t i = 0; i < sizeof(shape) / sizeof(shape[0]); i++)
+        wr32(b + 4 * i, (uint32_t)shape[i]);
+    fnv_add(&f, b, sizeof(b));
     return f.h;
+}
+
+uint64_t tq_model_fingerprint(const tq_model *m)
+{
+    uint8_t b[24];
+    wr64(b, shape_fingerprint(m));
+    tq_model_weights_hash(m, b + 8);
+    fnv f;
+    fnv_init(&f);
+    fnv_add(&f, b, sizeof(b));
+    return f.h;
+}
+
+static void hex16(const uint8_t *h, char *out)
+{
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
 static size_t layer_k_rb(const tq_kvcache *c, int l)
@@ -116,8 +132,9 @@ static void make_header(const tq_session *s, uint64_t n_ids, uint64_t pay, uint8
     wr32(h + 60, (uint32_t)c->n_kv_heads);
     wr64(h + 64, (uint64_t)s->n_past);
     wr64(h + 72, n_ids);
-    wr64(h + 80, tq_model_fingerprint(s->m));
+    wr64(h + 80, shape_fingerprint(s->m));
     wr64(h + 88, pay);
+    tq_model_weights_hash(s->m, h + 104);
 }
 
 tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_tokens,
@@ -209,9 +226,18 @@ tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int6
         st = TQ_FAIL(TQ_E_FORMAT, "%s: not a KV cache snapshot (bad magic)", path);
         goto out;
     }
-    if (rd32(h + 8) != SNAP_VERSION || rd32(h + 12) != SNAP_HDR) {
-        st = TQ_FAIL(TQ_E_FORMAT, "%s: snapshot version %u (header %u bytes); this build reads "
-                                  "version %u", path, rd32(h + 8), rd32(h + 12), SNAP_VERSION);
+    if (rd32(h + 12) != SNAP_HDR) { /* every version so far has a 128-byte header */
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: the snapshot header is corrupt (its header-size field "
+                                  "says %u bytes, a snapshot header is %u); re-make the cache",
+                     path, rd32(h + 12), SNAP_HDR);
+        goto out;
+    }
+    if (rd32(h + 8) != SNAP_VERSION) {
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: snapshot version %u; this build reads version %u only "
+                                  "(%s): re-make the prompt cache with this build", path,
+                     rd32(h + 8), SNAP_VERSION, rd32(h + 8) < SNAP_VERSION
+                         ? "older snapshots have no weights fingerprint"
+                         : "the file was written by a newer build");
         goto out;
     }
     char key[33], mine[48];
@@ -226,13 +252,25 @@ tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int6
     }
     if (rd32(h + 48) != (uint32_t)c->head_dim || rd32(h + 52) != (uint32_t)c->n_layers ||
         rd32(h + 56) != (uint32_t)c->n_heads || rd32(h + 60) != (uint32_t)c->n_kv_heads ||
-        rd64(h + 80) != tq_model_fingerprint(s->m)) {
-        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: snapshot was made with another model (head_dim %u, "
-                                       "%u layers, %u/%u heads, fingerprint %016llx; this model: "
-                                       "%d, %d, %d/%d, %016llx)", path, rd32(h + 48),
-                     rd32(h + 52), rd32(h + 56), rd32(h + 60), (unsigned long long)rd64(h + 80),
-                     c->head_dim, c->n_layers, c->n_heads, c->n_kv_heads,
-                     (unsigned long long)tq_model_fingerprint(s->m));
+        rd64(h + 80) != shape_fingerprint(s->m)) {
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: snapshot was made with another model than %s "
+                                       "(head_dim %u, %u layers, %u/%u heads, shape fingerprint "
+                                       "%016llx; this model: %d, %d, %d/%d, %016llx)", path,
+                     s->m->path, rd32(h + 48), rd32(h + 52), rd32(h + 56), rd32(h + 60),
+                     (unsigned long long)rd64(h + 80), c->head_dim, c->n_layers, c->n_heads,
+                     c->n_kv_heads, (unsigned long long)shape_fingerprint(s->m));
+        goto out;
+    }
+    uint8_t wh[16];
+    tq_model_weights_hash(s->m, wh);
+    if (memcmp(wh, h + 104, 16)) {
+        char a[33], b[33];
+        hex16(h + 104, a);
+        hex16(wh, b);
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: snapshot was made with another model: weights differ "
+                                       "from %s (same shapes; weights hash %s in the snapshot, %s "
+                                       "for this model); re-make the cache with this model", path,
+                     s->m->path, a, b);
         goto out;
     }
     const uint64_t n = rd64(h + 64), n_ids = rd64(h + 72), pay = rd64(h + 88);

@@ -9,6 +9,13 @@
 #include "model/engine.h"
 #include "model/kvcache_turbo.h"
 
+/* xxHash (libxxhash-dev), header-only use: no library to link */
+#if !__has_include(<xxhash.h>)
+#error "xxhash.h not found: install libxxhash-dev (Debian) / xxhash (the weights fingerprint)"
+#endif
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 void tq_model_opts_default(tq_model_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -78,6 +85,8 @@ static tq_status load_tensor(loader *L, const char *name, int optional, int n_di
         return st;
     }
     L->m->weight_bytes += bytes;
+    L->m->tensors[L->m->n_tensors].data = buf;
+    L->m->tensors[L->m->n_tensors++].bytes = bytes;
     *dst = buf;
     return TQ_OK;
 }
@@ -219,7 +228,9 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
     }
     m->cfg = *cfg;
     m->wtype = wt;
+    pthread_mutex_init(&m->wh_lock, NULL);
     if (!(m->path = tq_strdup(path)) ||
+        !(m->tensors = tq_calloc(3 + 16 * (size_t)cfg->n_layers, sizeof(*m->tensors))) ||
         !(m->layers = tq_calloc((size_t)cfg->n_layers, sizeof(*m->layers))) ||
         !(m->inv_freq = tq_calloc((size_t)cfg->rope_dim / 2, sizeof(float))) ||
         !(m->inv_freq_local = tq_calloc((size_t)cfg->rope_dim / 2, sizeof(float)))) {
@@ -362,9 +373,42 @@ void tq_model_free(tq_model *m)
     tq_free(m->inv_freq);
     tq_free(m->inv_freq_local);
     tq_free(m->path);
+    tq_free(m->tensors);
+    pthread_mutex_destroy(&m->wh_lock);
     if (m->own_pool)
         tq_pool_free(m->pool);
     tq_free(m);
+}
+
+void tq_model_weights_hash(const tq_model *cm, uint8_t out[16])
+{
+    tq_model *m = (tq_model *)cm; /* the cache is logically const: the value never changes */
+    pthread_mutex_lock(&m->wh_lock);
+    if (!m->wh_done) {
+        const uint64_t t0 = tq_now_ns();
+        XXH3_state_t st;
+        XXH3_128bits_reset(&st);
+        for (int i = 0; i < m->n_tensors; i++)
+            XXH3_128bits_update(&st, m->tensors[i].data, m->tensors[i].bytes);
+        /* what else changes the numbers for the same shapes: RoPE frequencies, scalars */
+        const size_t nf = (size_t)(m->cfg.rope_dim / 2) * sizeof(float);
+        XXH3_128bits_update(&st, m->inv_freq, nf);
+        XXH3_128bits_update(&st, m->inv_freq_local, nf);
+        const float sc[] = {m->attn_scale, m->cfg.rms_eps, m->cfg.embed_scale,
+                            m->cfg.final_logit_softcap, (float)m->cfg.norm_plus_one,
+                            (float)m->cfg.act_gelu, (float)m->cfg.sliding_window,
+                            (float)m->cfg.sliding_window_pattern};
+        XXH3_128bits_update(&st, sc, sizeof(sc));
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
+        memcpy(m->wh, c.digest, 16);
+        m->wh_done = 1;
+        tq_log(TQ_LOG_INFO, "%s: weights hash of %d tensors (%.1f MiB) in %.1f ms", m->path,
+               m->n_tensors, (double)m->weight_bytes / 1048576.0,
+               (double)(tq_now_ns() - t0) * 1e-6);
+    }
+    memcpy(out, m->wh, 16);
+    pthread_mutex_unlock(&m->wh_lock);
 }
 
 tq_status tq_model_get_info(const tq_model *m, tq_model_info *out)
