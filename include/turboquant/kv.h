@@ -21,10 +21,27 @@ typedef enum tq_kv_kind {
     TQ_KV_KV8 = 3,   /* uniform affine, 8 bit, group 64, fp16 scale + bias, K and V   */
     TQ_KV_KV4 = 4,   /* uniform affine, 4 bit, group 64, fp16 scale + bias, K and V   */
     TQ_KV_TURBO = 5, /* TurboQuant: affine keys (k_bits), rotated Lloyd-Max values    */
+    TQ_KV_ROT = 6,   /* Hadamard-rotated rows in 32-element block codes (tq_kv_code): the
+                      * ggml types q8_0/q5_0/q4_0/iq4_nl (llama.cpp's rotated KV cache) and
+                      * our own codes; K and V each pick a code                      */
     TQ_KV_KIND_COUNT
 } tq_kv_kind;
 
-/* A parsed scheme. k_bits/v_bits are meaningful for TQ_KV_TURBO only (K in {2,4,5,8}, 8 =
+/* Block codes of TQ_KV_ROT rows (pinned values, append-only). Each codes a row in blocks of 32
+ * elements after a Hadamard rotation; byte layouts in docs/FORMAT.md "KV rows". */
+typedef enum tq_kv_code {
+    TQ_KV_CODE_Q8_0 = 1,   /* ggml q8_0: fp16 d + 32 x int8, 8.5 bits/elem                  */
+    TQ_KV_CODE_Q5_0 = 2,   /* ggml q5_0: fp16 d + 32 bit high plane + 16 B nibbles, 5.5      */
+    TQ_KV_CODE_Q4_0 = 3,   /* ggml q4_0: fp16 d + 16 B nibbles, 4.5                          */
+    TQ_KV_CODE_IQ4_NL = 4, /* ggml iq4_nl: fp16 d + 16 B nibbles into the 16-level grid, 4.5 */
+    TQ_KV_CODE_COUNT,
+    /* Our codes "l<L>g<G>" (L-level grid for absmax-normalised rotated blocks of G elements,
+     * pair-packed; docs/FORMAT.md) are TQ_KV_CODE_LM + their index in the generated table. */
+    TQ_KV_CODE_LM = 256
+} tq_kv_code;
+
+/* A parsed scheme. For TQ_KV_ROT, k_bits/v_bits hold the K and V tq_kv_code (not bits).
+ * Otherwise k_bits/v_bits are meaningful for TQ_KV_TURBO only (K in {2,4,5,8}, 8 =
  * signed int8; V in {2,3,4,5,8}); flags selects our own cache-level variants of a turbo scheme
  * (TQ_KV_FLAG_*; 0 = the reference). The row codec (encode/decode below) runs flags == 0 only;
  * the engine's turbo cache implements the variants (src/model/kvcache_turbo.c). */
@@ -40,7 +57,8 @@ typedef struct tq_kv_scheme {
 } tq_kv_scheme;
 
 /* tq_kv_scheme_parse() -- "f32", "f16", "bf16", "kv8", "kv4", "turbo" (= turbo:k8v3) or
- * "turbo:k<K>v<V>", optionally followed by "+rk" (TQ_KV_FLAG_ROTK). On failure
+ * "turbo:k<K>v<V>", optionally followed by "+rk" (TQ_KV_FLAG_ROTK); "rot:<C>" (K and V in code
+ * C) or "rot:<CK>/<CV>" with codes q8_0, q5_0, q4_0, iq4_nl or our l<L>g<G> (tq_kv_code). On failure
  * returns TQ_E_ARG with a message listing the valid choices. */
 TQ_API tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out);
 /* tq_kv_scheme_name() -- canonical name ("turbo:k8v3", "kv8") into buf; returns buf. */

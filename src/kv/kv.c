@@ -11,7 +11,8 @@
 static const char schemes_help[] =
     "f32, f16, bf16, kv8, kv4, turbo (= turbo:k8v3), turbo:k<K>v<V> with K in {2,4,5,8} "
     "(8 = signed int8) and V in {2,3,4,5,8}, each turbo optionally followed by \"+rk\" (rotated "
-    "keys)";
+    "keys), rot:<C> or rot:<CK>/<CV> (Hadamard-rotated block codes) with C in {q8_0, q5_0, q4_0, "
+    "iq4_nl} (llama.cpp's) or l<L>g<G> (ours: L in {11,16,22,32,45,64,90}, G in {32,64})";
 
 const char *tq_kv_schemes_help(void)
 {
@@ -51,6 +52,21 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
             *out = s;
             return TQ_OK;
         }
+    if (!strncmp(str, "rot:", 4)) { /* rot:<C> or rot:<CK>/<CV> */
+        const char *p = str + 4, *slash = strchr(p, '/');
+        const size_t n1 = slash ? (size_t)(slash - p) : strlen(p);
+        const int ck = tq_kv_code_from_name(p, n1);
+        const int cv = slash ? tq_kv_code_from_name(slash + 1, strlen(slash + 1)) : ck;
+        if (!ck || !cv)
+            return TQ_FAIL(TQ_E_ARG, "kv scheme '%s': unknown block code '%.*s' (valid: %s)", orig,
+                           !ck ? (int)n1 : (int)strlen(slash + 1), !ck ? p : slash + 1,
+                           schemes_help);
+        s.kind = TQ_KV_ROT;
+        s.k_bits = ck;
+        s.v_bits = cv;
+        *out = s;
+        return TQ_OK;
+    }
     /* turbo variant: a "+rk" suffix sets TQ_KV_FLAG_ROTK. ("+e8", TQ_KV_FLAG_EDGE8, was measured
      * and is not offered: docs/results.md "TurboQuant KV cache in the engine".) */
     char base[32];
@@ -107,10 +123,23 @@ static int scheme_valid(tq_kv_scheme s)
         return 0;
     if (s.kind == TQ_KV_TURBO)
         return tq_kv_key_bits_ok(s.k_bits) && tq_kv_value_bits_ok(s.v_bits);
+    if (s.kind == TQ_KV_ROT)
+        return tq_kv_code_ok(s.k_bits) && tq_kv_code_ok(s.v_bits);
     return 1;
 }
 
-static const char *kind_names[TQ_KV_KIND_COUNT] = {"f32", "f16", "bf16", "kv8", "kv4", "turbo"};
+/* "rot<sep><K>" or "rot<sep><K><sep2><V>" (K == V prints one code) */
+static void rot_name(tq_kv_scheme s, const char *sep, const char *sep2, char *buf, size_t cap)
+{
+    if (s.k_bits == s.v_bits)
+        snprintf(buf, cap, "rot%s%s", sep, tq_kv_code_name(s.k_bits));
+    else
+        snprintf(buf, cap, "rot%s%s%s%s", sep, tq_kv_code_name(s.k_bits), sep2,
+                 tq_kv_code_name(s.v_bits));
+}
+
+static const char *kind_names[TQ_KV_KIND_COUNT] = {"f32", "f16",   "bf16", "kv8",
+                                                   "kv4", "turbo", "rot"};
 
 const char *tq_kv_scheme_name(tq_kv_scheme s, char *buf, size_t cap)
 {
@@ -121,6 +150,8 @@ const char *tq_kv_scheme_name(tq_kv_scheme s, char *buf, size_t cap)
     else if (s.kind == TQ_KV_TURBO)
         snprintf(buf, cap, "turbo:k%dv%d%s%s", s.k_bits, s.v_bits,
                  (s.flags & TQ_KV_FLAG_ROTK) ? "+rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "+e8" : "");
+    else if (s.kind == TQ_KV_ROT)
+        rot_name(s, ":", "/", buf, cap);
     else
         snprintf(buf, cap, "%s", kind_names[s.kind]);
     return buf;
@@ -135,6 +166,8 @@ const char *tq_kv_scheme_key(tq_kv_scheme s, char *buf, size_t cap)
     else if (s.kind == TQ_KV_TURBO)
         snprintf(buf, cap, "turbo-k%dv%d%s%s", s.k_bits, s.v_bits,
                  (s.flags & TQ_KV_FLAG_ROTK) ? "-rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "-e8" : "");
+    else if (s.kind == TQ_KV_ROT)
+        rot_name(s, "-", "-", buf, cap);
     else
         snprintf(buf, cap, "%s", kind_names[s.kind]);
     return buf;
@@ -153,6 +186,12 @@ tq_status tq_kv_check(tq_kv_scheme s, int head_dim)
             return TQ_FAIL(TQ_E_UNSUPPORTED,
                            "kv scheme %s: head_dim %d not supported (valid: 64, 128, 256, 512)", nm,
                            head_dim);
+    } else if (s.kind == TQ_KV_ROT) {
+        if (!tq_kv_rot_dim_ok(head_dim))
+            return TQ_FAIL(TQ_E_UNSUPPORTED,
+                           "kv scheme %s: head_dim %d not supported (valid: a multiple of 64 up "
+                           "to %d)",
+                           nm, head_dim, TQ_KV_MAX_HEAD_DIM);
     } else if (head_dim <= 0 || head_dim % 64 != 0 || head_dim > TQ_KV_MAX_BASE_DIM) {
         return TQ_FAIL(TQ_E_UNSUPPORTED,
                        "kv scheme %s: head_dim %d not supported (valid: a multiple of 64 from 64 "
@@ -210,6 +249,11 @@ static void enc_rows(const kv_job *j, const float *x, int64_t n, uint8_t *dst)
             (kk->enc_v ? kk->enc_v : sk->enc_v)(x, n, d, j->s.v_bits, dst);
         else
             (kk->enc_k ? kk->enc_k : sk->enc_k)(x, n, d, j->s.k_bits, dst);
+        break;
+    case TQ_KV_ROT:
+        for (int64_t r = 0; r < n; r++)
+            tq_kv_rot_encode_row_ref(j->is_v ? j->s.v_bits : j->s.k_bits, j->is_v, x + r * d, d,
+                                     dst + (size_t)r * j->row_bytes);
         break;
     default: break;
     }
@@ -269,6 +313,11 @@ static void dec_task(void *ctx, int ith, int nth)
             (kk->dec_v ? kk->dec_v : sk->dec_v)(src, n, d, j->s.v_bits, out);
         else
             (kk->dec_k ? kk->dec_k : sk->dec_k)(src, n, d, j->s.k_bits, out);
+        break;
+    case TQ_KV_ROT:
+        for (int64_t r = 0; r < n; r++)
+            tq_kv_rot_decode_row_ref(j->is_v ? j->s.v_bits : j->s.k_bits, j->is_v,
+                                     src + (size_t)r * j->row_bytes, d, out + r * d);
         break;
     default: break;
     }

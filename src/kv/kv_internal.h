@@ -168,6 +168,40 @@ int tq_kv_v_index_search(float z, int bits);
 void tq_kv_affine_encode_row_ref(const float *x, int d, int bits, uint8_t *dst);
 void tq_kv_affine_decode_row_ref(const uint8_t *src, int d, int bits, float *out);
 
+/* ---- rotated block codes (TQ_KV_ROT, src/kv/kv_rot.c) -------------------------------------
+ * Row = head_dim/32 blocks of the K (or V) tq_kv_code, in the rotated domain, element order.
+ * Rotation: plain orthonormal Hadamard; K over tq_kv_rot_size(0, d) (largest power of two >= 64
+ * dividing d), V over 64-slices (llama.cpp's choice). */
+int tq_kv_rot_size(int is_v, int d);
+/* tq_kv_rot_apply() -- in place, the K (is_v 0) or V rotation; its own inverse up to rounding */
+void tq_kv_rot_apply(float *u, int d, int is_v);
+/* tq_kv_code_ok()/tq_kv_code_name()/tq_kv_code_from_name() -- code ids (0 = not a code) */
+int tq_kv_code_ok(int code);
+const char *tq_kv_code_name(int code);
+int tq_kv_code_from_name(const char *s, size_t len);
+/* tq_kv_rot_dim_ok() -- head_dim a multiple of 64 up to TQ_KV_MAX_HEAD_DIM */
+int tq_kv_rot_dim_ok(int d);
+size_t tq_kv_rot_row_bytes(int code, int d);
+void tq_kv_rot_encode_row_ref(int code, int is_v, const float *x, int d, uint8_t *dst);
+void tq_kv_rot_decode_row_ref(int code, int is_v, const uint8_t *src, int d, float *out);
+/* tq_kv_rot_decode_rotated_row_ref() -- dequantize only (rotated domain) */
+void tq_kv_rot_decode_rotated_row_ref(int code, const uint8_t *src, int d, float *out);
+/* our codes "l<L>g<G>" (code id TQ_KV_CODE_LM + table index; kv_rot.c describes the block):
+ * L levels (grid sorted, top = +1; bnd = the L-1 float32 midpoints), group G in {32, 64}. */
+typedef struct tq_kv_lm_code {
+    const char *name;
+    int levels, group;
+    const float *grid, *bnd;
+} tq_kv_lm_code;
+extern const tq_kv_lm_code tq_kv_lm_codes[]; /* src/kv/kv_rot_tables.c (generated) */
+extern const int tq_kv_lm_n_codes;
+size_t tq_kv_lm_block_bytes(const tq_kv_lm_code *c);
+void tq_kv_lm_encode_block_ref(const tq_kv_lm_code *c, const float *x, uint8_t *b);
+void tq_kv_lm_decode_block_ref(const tq_kv_lm_code *c, const uint8_t *b, float *y);
+/* the iq4_nl grid (16 sorted int8) and ggml's nearest-index rule over it */
+const int8_t *tq_kv_iq4nl_values(void);
+int tq_kv_iq4nl_index(float x);
+
 /* ---- any scheme, one row ---------------------------------------------------------------------- */
 /* tq_kv_encode_row_ref() -- encode one fp32 row as K (is_v = 0) or V (is_v = 1) of scheme s.
  * The caller has validated (s, d) with tq_kv_check(). */

@@ -371,6 +371,7 @@ size_t tq_kv_row_bytes1(tq_kv_scheme s, int is_v, int d)
     case TQ_KV_KV4: return tq_kv_affine_row_bytes(d, 4);
     case TQ_KV_TURBO:
         return is_v ? tq_kv_turbo_v_row_bytes(d, s.v_bits) : tq_kv_turbo_k_row_bytes(d, s.k_bits);
+    case TQ_KV_ROT: return tq_kv_rot_row_bytes(is_v ? s.v_bits : s.k_bits, d);
     default: return 0;
     }
 }
@@ -395,6 +396,7 @@ void tq_kv_encode_row_ref(tq_kv_scheme s, int is_v, const float *x, int d, uint8
         else
             tq_kv_turbo_encode_k_row_ref(x, d, s.k_bits, dst);
         break;
+    case TQ_KV_ROT: tq_kv_rot_encode_row_ref(is_v ? s.v_bits : s.k_bits, is_v, x, d, dst); break;
     default: break;
     }
 }
@@ -419,6 +421,7 @@ void tq_kv_decode_row_ref(tq_kv_scheme s, int is_v, const uint8_t *src, int d, f
         else
             tq_kv_turbo_decode_k_row_ref(src, d, s.k_bits, out);
         break;
+    case TQ_KV_ROT: tq_kv_rot_decode_row_ref(is_v ? s.v_bits : s.k_bits, is_v, src, d, out); break;
     default: break;
     }
 }

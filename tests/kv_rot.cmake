@@ -1,0 +1,2 @@
+# Rotated block KV schemes (issue 11; src/kv/kv_rot.c).
+tq_test(test_kv_rot LABELS fast)
