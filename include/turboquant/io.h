@@ -5,10 +5,15 @@
  * Shapes here are outermost first like everywhere in turboquant. GGUF stores dimensions the other
  * way round (ggml's ne[0] is the contiguous one); tq_gguf_tensor_info carries both, named apart.
  * Every reader maps the file read-only; pointers into a file stay valid until its handle is freed.
+ * The readers themselves never read through the mapping: headers are parsed from a copy and
+ * tq_weights_read*() use pread, so a file truncated or rewritten by another process while it is
+ * open gives TQ_E_IO naming it (not SIGBUS); a change of size or mtime since open is refused too.
+ * The `data` pointers of the tensor views do read the mapping (the caller's risk).
  * Handles are safe to read from several threads at once; after open, only tq_weights_read()
  * (f16/bf16 output of GGUF tensors) and the safetensors writer allocate. */
 #ifndef TURBOQUANT_IO_H
 #define TURBOQUANT_IO_H
+#include <stdio.h> /* FILE, for tq_atomic_file_stream() */
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -239,6 +244,33 @@ TQ_API tq_status tq_st_writer_finish(tq_st_writer *w);
 /* tq_st_writer_free() -- release; an unfinished writer deletes its temporary files. */
 TQ_API void tq_st_writer_free(tq_st_writer *w);
 
+/* ==== atomic file replacement =============================================================== */
+/* Every file the library and the tools save (safetensors, prompt caches, --json) goes through
+ * this. Writing a regular or missing file F: the bytes go to "F.tmp.<pid>" in F's directory;
+ * commit fsyncs it, renames it over F and fsyncs the directory, so readers (and a crash) see the
+ * old F or the new one, never a part. Other targets (docs/FORMAT.md "Atomic saves"):
+ * a FIFO or character device is written in place (no temporary, no rename); a symbolic link is
+ * resolved and its final target replaced atomically (the link stays a link); a directory,
+ * socket or block device is refused; a regular file we may not write (or with no write bit at
+ * all, even for root) is refused. Temporary files "F.tmp.<pid>" of processes that no longer
+ * exist are removed when F is next opened. Errors are TQ_E_IO naming the file. */
+typedef struct tq_atomic_file tq_atomic_file;
+/* tq_atomic_file_open() -- start writing path (rules above). */
+TQ_API tq_status tq_atomic_file_open(const char *path, tq_atomic_file **out);
+/* tq_atomic_file_fd() -- descriptor to write to (valid until commit/abort). */
+TQ_API int tq_atomic_file_fd(const tq_atomic_file *f);
+/* tq_atomic_file_stream() -- a stdio stream over that descriptor, owned by f (do not fclose);
+ * NULL on failure. Use either the stream or the descriptor, not both. */
+TQ_API FILE *tq_atomic_file_stream(tq_atomic_file *f);
+/* tq_atomic_file_tmp_path() -- the temporary file's name, NULL when writing in place. */
+TQ_API const char *tq_atomic_file_tmp_path(const tq_atomic_file *f);
+/* tq_atomic_file_commit() -- flush, fsync, close and rename into place; frees f whatever the
+ * result. On failure the old file is untouched and the temporary removed. */
+TQ_API tq_status tq_atomic_file_commit(tq_atomic_file *f);
+/* tq_atomic_file_abort() -- close, remove the temporary (the old file stays), free f.
+ * NULL is a no-op. After a partial in-place write (FIFO, device) nothing can be undone. */
+TQ_API void tq_atomic_file_abort(tq_atomic_file *f);
+
 /* ==== model configuration =================================================================== */
 typedef enum tq_arch {
     TQ_ARCH_UNKNOWN = 0,
@@ -334,8 +366,9 @@ typedef struct tq_weights_tensor {
     size_t src_nbytes;    /* bytes on disk */
 } tq_weights_tensor;
 
-/* tq_weights_open() -- a .gguf file, a .safetensors file, an index json, or a Hugging Face
- * directory (config.json + safetensors). Fills the model config (GGUF metadata or config.json).
+/* tq_weights_open() -- a GGUF file, a safetensors file, an index json, or a Hugging Face
+ * directory (config.json + safetensors). Files are told apart by their first bytes (GGUF magic;
+ * safetensors: u64 header length then '{'), whatever their names; then by extension. Fills the model config (GGUF metadata or config.json).
  * An architecture this library does not know (or a lone .safetensors without config.json) still
  * opens, with cfg->arch == TQ_ARCH_UNKNOWN and only the fields the source gave: callers that run
  * the model must check arch. Malformed configs of known architectures fail (TQ_E_FORMAT). */

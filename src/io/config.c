@@ -2,6 +2,7 @@
  * config.json, into one tq_model_config. Architecture defaults that neither source states (gemma3's
  * local RoPE base and layer pattern, its embedding scale) are the values the reference
  * implementations hard-code; docs/FORMAT.md "Model config" lists them. */
+#include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +53,27 @@ static void defaults(tq_model_config *c)
     c->embed_scale = 1.0f;
     c->bos_id = -1;
     c->eos_id = -1;
+}
+
+/* Ranges of the integer sizes a source may give (inclusive). Values are read as 64-bit and a
+ * value outside its range is refused naming the key, the value and the range (a 1e12 vocab
+ * must not wrap into a negative int). docs/FORMAT.md "Model config". */
+#define CFG_MAX_LAYERS 4096
+#define CFG_MAX_DIM (1 << 20)     /* hidden size, head_dim, rope dims */
+#define CFG_MAX_FFN (1 << 22)     /* MLP intermediate size */
+#define CFG_MAX_HEADS 4096        /* query and kv heads */
+#define CFG_MAX_VOCAB (1 << 24)   /* 16777216 rows of the embedding */
+#define CFG_MAX_INT INT32_MAX     /* windows, patterns */
+
+static tq_status set_int(const char *src, const char *key, int64_t v, int64_t lo, int64_t hi,
+                         int *dst)
+{
+    if (v < lo || v > hi)
+        return TQ_FAIL(TQ_E_FORMAT,
+                       "%s: %s = %lld is outside the range this engine supports [%lld, %lld]",
+                       src, key, (long long)v, (long long)lo, (long long)hi);
+    *dst = (int)v;
+    return TQ_OK;
 }
 
 /* Derived fields and arch-specific defaults once the source has been read. */
@@ -108,6 +130,18 @@ static int gi(const tq_gguf *g, const char *arch, const char *suffix, int64_t *v
     return tq_gguf_find_key(g, key) >= 0 && tq_gguf_get_i64(g, key, v) == TQ_OK;
 }
 
+/* An integer key `<arch>.<suffix>` into *dst when present, range-checked. */
+static tq_status gsize(const tq_gguf *g, const char *arch, const char *suffix, int64_t lo,
+                       int64_t hi, int *dst)
+{
+    char key[160];
+    int64_t v;
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    if (!gi(g, arch, suffix, &v))
+        return TQ_OK;
+    return set_int(tq_gguf_path(g), key, v, lo, hi, dst);
+}
+
 static int gf(const tq_gguf *g, const char *arch, const char *suffix, float *v)
 {
     char key[160];
@@ -129,26 +163,20 @@ tq_status tq_model_config_from_gguf(const tq_gguf *g, tq_model_config *c)
         return TQ_FAIL(TQ_E_FORMAT, "%s: no general.architecture string", tq_gguf_path(g));
     snprintf(c->arch_name, sizeof(c->arch_name), "%s", arch);
     c->arch = arch_from(arch);
-    if (gi(g, arch, "block_count", &v))
-        c->n_layers = (int)v;
-    if (gi(g, arch, "embedding_length", &v))
-        c->hidden = (int)v;
-    if (gi(g, arch, "feed_forward_length", &v))
-        c->ffn_hidden = (int)v;
-    if (gi(g, arch, "attention.head_count", &v))
-        c->n_heads = (int)v;
-    if (gi(g, arch, "attention.head_count_kv", &v))
-        c->n_kv_heads = (int)v;
-    if (gi(g, arch, "attention.key_length", &v))
-        c->head_dim = (int)v;
+    if ((st = gsize(g, arch, "block_count", 1, CFG_MAX_LAYERS, &c->n_layers)) ||
+        (st = gsize(g, arch, "embedding_length", 1, CFG_MAX_DIM, &c->hidden)) ||
+        (st = gsize(g, arch, "feed_forward_length", 1, CFG_MAX_FFN, &c->ffn_hidden)) ||
+        (st = gsize(g, arch, "attention.head_count", 1, CFG_MAX_HEADS, &c->n_heads)) ||
+        (st = gsize(g, arch, "attention.head_count_kv", 1, CFG_MAX_HEADS, &c->n_kv_heads)) ||
+        (st = gsize(g, arch, "attention.key_length", 1, CFG_MAX_DIM, &c->head_dim)) ||
+        (st = gsize(g, arch, "rope.dimension_count", 0, CFG_MAX_DIM, &c->rope_dim)) ||
+        (st = gsize(g, arch, "attention.sliding_window", 0, CFG_MAX_INT, &c->sliding_window)) ||
+        (st = gsize(g, arch, "attention.sliding_window_pattern", 0, CFG_MAX_INT,
+                    &c->sliding_window_pattern)) ||
+        (st = gsize(g, arch, "vocab_size", 1, CFG_MAX_VOCAB, &c->vocab)))
+        return st;
     if (gi(g, arch, "context_length", &v))
         c->max_ctx = v;
-    if (gi(g, arch, "rope.dimension_count", &v))
-        c->rope_dim = (int)v;
-    if (gi(g, arch, "attention.sliding_window", &v))
-        c->sliding_window = (int)v;
-    if (gi(g, arch, "attention.sliding_window_pattern", &v))
-        c->sliding_window_pattern = (int)v;
     if (gf(g, arch, "rope.freq_base", &f))
         c->rope_theta = f;
     if (gf(g, arch, "attention.layer_norm_rms_epsilon", &f))
@@ -172,20 +200,28 @@ tq_status tq_model_config_from_gguf(const tq_gguf *g, tq_model_config *c)
                 c->rope_scaling = TQ_ROPE_SCALING_YARN;
         }
     }
-    if (gi(g, arch, "vocab_size", &v)) {
-        c->vocab = (int)v;
-    } else {
+    if (c->vocab <= 0) {
         int64_t n;
         if (tq_gguf_find_key(g, "tokenizer.ggml.tokens") >= 0 &&
-            tq_gguf_get_arr(g, "tokenizer.ggml.tokens", NULL, &n) == TQ_OK)
-            c->vocab = (int)n;
+            tq_gguf_get_arr(g, "tokenizer.ggml.tokens", NULL, &n) == TQ_OK &&
+            (st = set_int(tq_gguf_path(g), "length of tokenizer.ggml.tokens", n, 1,
+                          CFG_MAX_VOCAB, &c->vocab)))
+            return st;
     }
     if (tq_gguf_find_key(g, "tokenizer.ggml.bos_token_id") >= 0 &&
-        tq_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", &v) == TQ_OK)
-        c->bos_id = (int32_t)v;
+        tq_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", &v) == TQ_OK) {
+        int id;
+        if ((st = set_int(tq_gguf_path(g), "tokenizer.ggml.bos_token_id", v, -1, INT32_MAX, &id)))
+            return st;
+        c->bos_id = id;
+    }
     if (tq_gguf_find_key(g, "tokenizer.ggml.eos_token_id") >= 0 &&
-        tq_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", &v) == TQ_OK)
-        c->eos_id = (int32_t)v;
+        tq_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", &v) == TQ_OK) {
+        int id;
+        if ((st = set_int(tq_gguf_path(g), "tokenizer.ggml.eos_token_id", v, -1, INT32_MAX, &id)))
+            return st;
+        c->eos_id = id;
+    }
     c->tied_embeddings = tq_gguf_find_tensor(g, "output.weight") < 0;
     c->qkv_bias = tq_gguf_find_tensor(g, "blk.0.attn_q.bias") >= 0;
     c->qk_norm = tq_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") >= 0;
@@ -203,13 +239,17 @@ tq_status tq_model_config_from_gguf(const tq_gguf *g, tq_model_config *c)
     {
         const int64_t ti = tq_gguf_find_tensor(g, "token_embd.weight");
         tq_gguf_tensor_info info;
-        if (c->vocab <= 0 && ti >= 0 && tq_gguf_tensor(g, ti, &info) == TQ_OK)
-            c->vocab = (int)info.shape[0];
+        if (c->vocab <= 0 && ti >= 0 && tq_gguf_tensor(g, ti, &info) == TQ_OK &&
+            (st = set_int(tq_gguf_path(g), "rows of token_embd.weight", info.shape[0], 1,
+                          CFG_MAX_VOCAB, &c->vocab)))
+            return st;
     }
     return finish(c, tq_gguf_path(g));
 }
 
 /* ---- config.json ----------------------------------------------------------------------------- */
+/* Integer value of key k: 1 (in *v), 0 if absent or not a number, -1 if a number that is not
+ * an integer within int64 (2048.5, 1e30). */
 static int ji(json_object *o, const char *k, int64_t *v)
 {
     json_object *x;
@@ -220,10 +260,29 @@ static int ji(json_object *o, const char *k, int64_t *v)
             return 0;
         x = json_object_array_get_idx(x, 0);
     }
-    if (!json_object_is_type(x, json_type_int) && !json_object_is_type(x, json_type_double))
+    if (json_object_is_type(x, json_type_double)) {
+        const double d = json_object_get_double(x);
+        if (!(d == floor(d)) || !(d >= -9.2e18 && d <= 9.2e18))
+            return -1;
+        *v = (int64_t)d;
+        return 1;
+    }
+    if (!json_object_is_type(x, json_type_int))
         return 0;
-    *v = json_object_get_int64(x);
+    *v = json_object_get_int64(x); /* json-c clamps beyond int64; the range check refuses it */
     return 1;
+}
+
+/* An integer size of config.json into *dst when present, range-checked (see set_int). */
+static tq_status jsize(json_object *o, const char *path, const char *k, int64_t lo, int64_t hi,
+                       int *dst)
+{
+    int64_t v;
+    const int r = ji(o, k, &v);
+    if (r < 0)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: %s = %s is not an integer", path, k,
+                       json_object_get_string(json_object_object_get(o, k)));
+    return r ? set_int(path, k, v, lo, hi, dst) : TQ_OK;
 }
 
 static int jf(json_object *o, const char *k, float *v)
@@ -283,20 +342,30 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
                        path, mt);
     if (c->arch == TQ_ARCH_GEMMA3)
         snprintf(c->arch_name, sizeof(c->arch_name), "gemma3");
-    if (ji(o, "num_hidden_layers", &v))
-        c->n_layers = (int)v;
-    if (ji(o, "hidden_size", &v))
-        c->hidden = (int)v;
-    if (ji(o, "intermediate_size", &v))
-        c->ffn_hidden = (int)v;
-    if (ji(o, "num_attention_heads", &v))
-        c->n_heads = (int)v;
-    if (ji(o, "num_key_value_heads", &v))
-        c->n_kv_heads = (int)v;
-    if (ji(o, "head_dim", &v))
-        c->head_dim = (int)v; /* given: never derived */
-    if (ji(o, "vocab_size", &v))
-        c->vocab = (int)v;
+    {
+        tq_status st;
+        if ((st = jsize(o, path, "num_hidden_layers", 1, CFG_MAX_LAYERS, &c->n_layers)) ||
+            (st = jsize(o, path, "hidden_size", 1, CFG_MAX_DIM, &c->hidden)) ||
+            (st = jsize(o, path, "intermediate_size", 1, CFG_MAX_FFN, &c->ffn_hidden)) ||
+            (st = jsize(o, path, "num_attention_heads", 1, CFG_MAX_HEADS, &c->n_heads)) ||
+            (st = jsize(o, path, "num_key_value_heads", 1, CFG_MAX_HEADS, &c->n_kv_heads)) ||
+            (st = jsize(o, path, "head_dim", 1, CFG_MAX_DIM, &c->head_dim)) || /* never derived */
+            (st = jsize(o, path, "vocab_size", 1, CFG_MAX_VOCAB, &c->vocab)) ||
+            (st = jsize(o, path, "sliding_window", 0, CFG_MAX_INT, &c->sliding_window)) ||
+            (st = jsize(o, path, "sliding_window_pattern", 0, CFG_MAX_INT,
+                        &c->sliding_window_pattern)))
+            return st;
+        json_object *ids = ji(o, "bos_token_id", &v) ? o : root;
+        int id = c->bos_id;
+        if ((st = jsize(ids, path, "bos_token_id", -1, INT32_MAX, &id)))
+            return st;
+        c->bos_id = id;
+        ids = ji(o, "eos_token_id", &v) ? o : root;
+        id = c->eos_id;
+        if ((st = jsize(ids, path, "eos_token_id", -1, INT32_MAX, &id)))
+            return st;
+        c->eos_id = id;
+    }
     if (ji(o, "max_position_embeddings", &v))
         c->max_ctx = v;
     if (jf(o, "rope_theta", &f))
@@ -324,16 +393,12 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
         c->qk_norm = 1;
     if (c->arch == TQ_ARCH_GEMMA3)
         c->norm_plus_one = 1;
-    if (ji(o, "sliding_window", &v))
-        c->sliding_window = (int)v;
     if (c->arch == TQ_ARCH_QWEN2 || c->arch == TQ_ARCH_QWEN3) {
         int use = 0;
         jb(o, "use_sliding_window", &use);
         if (!use)
             c->sliding_window = 0;
     }
-    if (ji(o, "sliding_window_pattern", &v))
-        c->sliding_window_pattern = (int)v;
     if (json_object_object_get_ex(o, "layer_types", &x) && x &&
         json_object_is_type(x, json_type_array)) {
         const size_t n = json_object_array_length(x);
@@ -345,10 +410,6 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
             }
         }
     }
-    if (ji(o, "bos_token_id", &v) || ji(root, "bos_token_id", &v))
-        c->bos_id = (int32_t)v;
-    if (ji(o, "eos_token_id", &v) || ji(root, "eos_token_id", &v))
-        c->eos_id = (int32_t)v;
     if (json_object_object_get_ex(o, "rope_scaling", &x) && x &&
         json_object_is_type(x, json_type_object)) {
         const char *t = js(x, "rope_type");
@@ -381,19 +442,100 @@ static tq_status from_json_obj(json_object *root, const char *path, tq_model_con
     return TQ_OK;
 }
 
+#define CFG_MAX_JSON (64u << 20) /* a config.json is a few KiB */
+
+/* Parse the JSON text of `path` (n bytes) into *out, with messages that say what is wrong and
+ * where: empty, truncated (input ends inside a value, at byte n), or json-c's reason + offset. */
+static tq_status parse_json_text(const char *path, const char *text, size_t n, json_object **out)
+{
+    json_tokener *tok = json_tokener_new();
+    json_object *root;
+    enum json_tokener_error e;
+    size_t ws = 0;
+    *out = NULL;
+    if (!tok)
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+    while (ws < n && (text[ws] == ' ' || text[ws] == '\t' || text[ws] == '\n' || text[ws] == '\r'))
+        ws++;
+    if (ws == n) {
+        json_tokener_free(tok);
+        return TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON: the file is empty (%zu bytes%s)", path, n,
+                       n ? ", all white space" : "");
+    }
+    root = json_tokener_parse_ex(tok, text, (int)n);
+    e = json_tokener_get_error(tok);
+    if (!root && e == json_tokener_continue) {
+        root = json_tokener_parse_ex(tok, "", 1); /* end of input: completes a bare number */
+        e = json_tokener_get_error(tok);
+        if (e == json_tokener_continue || (e != json_tokener_success && !root)) {
+            json_tokener_free(tok);
+            if (root)
+                json_object_put(root);
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: bad JSON: truncated: the file ends at byte %zu inside an "
+                           "unfinished value (cut short while being written or copied?)",
+                           path, n);
+        }
+    }
+    if (e != json_tokener_success) {
+        const size_t at = json_tokener_get_parse_end(tok);
+        json_tokener_free(tok);
+        if (root)
+            json_object_put(root);
+        return TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON at byte %zu: %s", path, at,
+                       json_tokener_error_desc(e));
+    }
+    for (size_t i = json_tokener_get_parse_end(tok); i < n; i++) {
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r') {
+            json_tokener_free(tok);
+            if (root)
+                json_object_put(root);
+            return TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON: trailing bytes after the value at byte %zu",
+                           path, i);
+        }
+    }
+    json_tokener_free(tok);
+    if (!root)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: the JSON value is null, not an object", path);
+    *out = root;
+    return TQ_OK;
+}
+
 tq_status tq_model_config_from_json(const char *path, tq_model_config *c)
 {
     json_object *root;
     tq_status st;
     FILE *fp;
+    char *text;
+    long n;
     if (!path || !c)
         return TQ_FAIL(TQ_E_ARG, "tq_model_config_from_json: NULL argument");
     if (!(fp = fopen(path, "rb")))
-        return TQ_FAIL(TQ_E_IO, "%s: cannot open", path);
+        return TQ_FAIL(TQ_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(fp, 0, SEEK_END) != 0 || (n = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        return TQ_FAIL(TQ_E_IO, "%s: cannot read (not a regular file?)", path);
+    }
+    if ((unsigned long)n > CFG_MAX_JSON) {
+        fclose(fp);
+        return TQ_FAIL(TQ_E_FORMAT, "%s: %ld bytes is too large for a config.json (limit %u)",
+                       path, n, CFG_MAX_JSON);
+    }
+    if (!(text = tq_malloc((size_t)n + 1))) {
+        fclose(fp);
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+    }
+    if (fread(text, 1, (size_t)n, fp) != (size_t)n) {
+        fclose(fp);
+        tq_free(text);
+        return TQ_FAIL(TQ_E_IO, "%s: short read (did the file change?)", path);
+    }
     fclose(fp);
-    root = json_object_from_file(path);
-    if (!root)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON: %s", path, json_util_get_last_err());
+    text[n] = 0;
+    st = parse_json_text(path, text, (size_t)n, &root);
+    tq_free(text);
+    if (st)
+        return st;
     st = from_json_obj(root, path, c);
     json_object_put(root);
     return st;

@@ -4,8 +4,10 @@
  * count; metadata pairs (string key, u32 value type, value); tensor infos (string name, u32
  * n_dims, u64 ne[n_dims] with ne[0] contiguous, u32 ggml type, u64 offset); padding to
  * general.alignment (default 32); the data section. Strings are u64 length + bytes, no NUL.
- * Every read is bounds-checked against the mapping, every size product goes through checked
- * math, and every tensor must lie inside the file, aligned, and not overlap another. */
+ * Every read is bounds-checked, every size product goes through checked math, and every tensor
+ * must lie inside the file, aligned, and not overlap another. The header (metadata + tensor
+ * infos) is parsed from a heap copy read with pread, never from the mapping, so a file truncated
+ * by another process while we hold it gives TQ_E_IO instead of SIGBUS (io_internal.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +41,11 @@ typedef struct gguf_tensor {
 
 struct tq_gguf {
     tq_map map;
-    const uint8_t *base;
-    size_t size;
+    const uint8_t *base; /* the header bytes [0, hdr_len): a heap copy, or the memory image */
+    size_t hdr_len;
+    uint8_t *hdr;        /* owned heap copy (files) */
+    int more;            /* parse ran past hdr_len while the file is longer: read more, retry */
+    size_t size;         /* file size */
     char *path;
     uint32_t version;
     size_t alignment;
@@ -54,16 +59,26 @@ struct tq_gguf {
 /* ---- bounded cursor ---------------------------------------------------------------------- */
 typedef struct cursor {
     const uint8_t *p;
-    size_t size;
+    size_t size; /* bytes at p (the header read so far) */
     size_t pos;
     const char *name;
+    tq_gguf *g; /* g->more is set when a bound fails only because less than the file was read */
 } cursor;
+
+/* A bound failed at the end of the buffer: fine if the file itself ends there; else retry. */
+static void short_buf(cursor *c)
+{
+    if (c->g && c->size < c->g->size)
+        c->g->more = 1;
+}
 
 static tq_status need(cursor *c, size_t n, const char *what)
 {
-    if (n > c->size - c->pos)
+    if (n > c->size - c->pos) {
+        short_buf(c);
         return TQ_FAIL(TQ_E_FORMAT, "%s: truncated: %s at offset %zu needs %zu bytes, file has %zu",
                        c->name, what, c->pos, n, c->size);
+    }
     return TQ_OK;
 }
 
@@ -93,11 +108,13 @@ static tq_status rd_str(cursor *c, const uint8_t **s, uint64_t *len, const char 
     tq_status st = rd_u64(c, len, what);
     if (st)
         return st;
-    if (*len > c->size - c->pos)
+    if (*len > c->size - c->pos) {
+        short_buf(c);
         return TQ_FAIL(TQ_E_FORMAT,
                        "%s: %s at offset %zu: string length %llu runs past the end "
                        "of the file (%zu bytes)",
                        c->name, what, c->pos - 8, (unsigned long long)*len, c->size);
+    }
     *s = c->p + c->pos;
     c->pos += (size_t)*len;
     return TQ_OK;
@@ -175,11 +192,13 @@ static tq_status skip_value(cursor *c, int t, int depth, const char *key)
                            c->name, key, at);
         const size_t esz = scalar_size((int)at);
         const size_t min = esz ? esz : (at == TQ_GGUF_STRING ? 8 : 12);
-        if (n > (c->size - c->pos) / min)
+        if (n > (c->size - c->pos) / min) {
+            short_buf(c);
             return TQ_FAIL(TQ_E_FORMAT,
                            "%s: key '%s': array of %llu %s elements runs past the end "
                            "of the file",
                            c->name, key, (unsigned long long)n, vtype_name((int)at));
+        }
         if (esz && at != TQ_GGUF_BOOL) {
             c->pos += (size_t)n * esz;
             return TQ_OK;
@@ -239,7 +258,7 @@ static tq_status parse_kv(tq_gguf *g, cursor *c, gguf_kv *kv)
         kv->n = (int64_t)n; /* n <= file size, so it fits */
         kv->off = start + 12;
         if (at == TQ_GGUF_STRING) {
-            cursor e = {g->base, g->size, kv->off, g->path};
+            cursor e = {g->base, g->hdr_len, kv->off, g->path, g};
             if (!(kv->str_offs = tq_malloc((size_t)(n ? n : 1) * sizeof(uint64_t))))
                 return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", g->path);
             for (uint64_t i = 0; i < n; i++) {
@@ -400,13 +419,13 @@ static tq_status check_layout(tq_gguf *g)
 
 static tq_status parse(tq_gguf *g)
 {
-    cursor c = {g->base, g->size, 0, g->path};
+    cursor c = {g->base, g->hdr_len, 0, g->path, g};
     uint32_t version;
     uint64_t n_tensors;
     uint64_t n_kv;
     tq_status st;
 
-    if (g->size < 4 || memcmp(g->base, "GGUF", 4))
+    if (g->hdr_len < 4 || memcmp(g->base, "GGUF", 4))
         return TQ_FAIL(TQ_E_FORMAT, "%s: bad magic (not a GGUF file: expected \"GGUF\")", g->path);
     c.pos = 4;
     if ((st = rd_u32(&c, &version, "version")))
@@ -464,6 +483,25 @@ static tq_status parse(tq_gguf *g)
     return check_layout(g);
 }
 
+/* Free what parse() built, so that it can run again over a longer header. */
+static void clear_parsed(tq_gguf *g)
+{
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        tq_free(g->kv[i].key);
+        tq_free(g->kv[i].str);
+        tq_free(g->kv[i].str_offs);
+    }
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        tq_free(g->tensors[i].name);
+    tq_free(g->kv);
+    tq_free(g->tensors);
+    g->kv = NULL;
+    g->tensors = NULL;
+    g->n_kv = g->n_tensors = 0;
+}
+
+#define GGUF_HDR_FIRST ((size_t)4 << 20) /* first header read; x4 while the parse needs more */
+
 static tq_status open_common(tq_gguf *g, const char *name, tq_gguf **out)
 {
     tq_status st;
@@ -471,7 +509,32 @@ static tq_status open_common(tq_gguf *g, const char *name, tq_gguf **out)
         tq_gguf_free(g);
         return TQ_FAIL(TQ_E_NOMEM, "gguf: out of memory");
     }
-    if ((st = parse(g))) {
+    if (g->map.fd < 0) { /* a memory image: parse it in place */
+        g->base = g->map.data;
+        g->hdr_len = g->size;
+        st = parse(g);
+    } else { /* a file: parse a heap copy of its start, longer until the header fits */
+        size_t want = g->size < GGUF_HDR_FIRST ? g->size : GGUF_HDR_FIRST;
+        for (;;) {
+            clear_parsed(g);
+            tq_free(g->hdr);
+            g->base = g->hdr = tq_malloc(want ? want : 1);
+            g->hdr_len = want;
+            g->more = 0;
+            if (!g->hdr) {
+                st = TQ_FAIL(TQ_E_NOMEM, "%s: out of memory for a %zu-byte header", g->path,
+                             want);
+                break;
+            }
+            if ((st = tq_map_read(&g->map, 0, g->hdr, want)))
+                break;
+            st = parse(g);
+            if (!st || !g->more || want == g->size)
+                break;
+            want = want > g->size / 4 ? g->size : want * 4;
+        }
+    }
+    if (st) {
         tq_gguf_free(g);
         return st;
     }
@@ -492,7 +555,6 @@ tq_status tq_gguf_open(const char *path, tq_gguf **out)
         tq_free(g);
         return st;
     }
-    g->base = g->map.data;
     g->size = g->map.size;
     return open_common(g, path, out);
 }
@@ -505,7 +567,7 @@ tq_status tq_gguf_open_memory(const void *data, size_t size, const char *name, t
     *out = NULL;
     if (!(g = tq_calloc(1, sizeof(*g))))
         return TQ_FAIL(TQ_E_NOMEM, "gguf: out of memory");
-    g->base = data;
+    tq_map_memory(&g->map, data, size);
     g->size = size;
     return open_common(g, name, out);
 }
@@ -514,15 +576,8 @@ void tq_gguf_free(tq_gguf *g)
 {
     if (!g)
         return;
-    for (int64_t i = 0; i < g->n_kv; i++) {
-        tq_free(g->kv[i].key);
-        tq_free(g->kv[i].str);
-        tq_free(g->kv[i].str_offs);
-    }
-    for (int64_t i = 0; i < g->n_tensors; i++)
-        tq_free(g->tensors[i].name);
-    tq_free(g->kv);
-    tq_free(g->tensors);
+    clear_parsed(g);
+    tq_free(g->hdr);
     tq_free(g->path);
     tq_unmap_file(&g->map);
     tq_free(g);
@@ -855,6 +910,15 @@ tq_status tq_gguf_tensor(const tq_gguf *g, int64_t i, tq_gguf_tensor_info *out)
     out->n_elem = t->n_elem;
     out->offset = t->offset;
     out->nbytes = t->nbytes;
-    out->data = g->base + g->data_off + t->offset;
+    out->data = g->map.data ? g->map.data + g->data_off + t->offset : NULL;
     return TQ_OK;
+}
+
+tq_status tq_gguf_read_tensor(const tq_gguf *g, int64_t i, size_t off, void *dst, size_t n)
+{
+    const gguf_tensor *t = &g->tensors[i];
+    if (off > t->nbytes || n > t->nbytes - off)
+        return TQ_FAIL(TQ_E_ARG, "%s: tensor '%s': read [%zu, +%zu) past its %zu bytes", g->path,
+                       t->name, off, n, t->nbytes);
+    return tq_map_read(&g->map, g->data_off + (size_t)t->offset + off, dst, n);
 }

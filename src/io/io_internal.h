@@ -4,16 +4,36 @@
 
 #include "core/core.h"
 
-/* A read-only mapping of a whole file (data == NULL when size == 0). */
+/* A read-only mapping of a whole file (data == NULL when size == 0), plus the open descriptor.
+ * Another process may truncate or rewrite the file while we hold it; touching a mapped page past
+ * the new end raises SIGBUS. So the readers never parse or copy from the mapping: headers and
+ * tensor data are read with tq_map_read() (pread: a short read becomes TQ_E_IO naming the file).
+ * The mapping only backs the `data` pointers of the public tensor views. */
 typedef struct tq_map {
     const uint8_t *data;
-    size_t size;
-    int mapped; /* 1 if munmap is needed */
+    size_t size;      /* size at open */
+    int mapped;       /* 1 if munmap is needed */
+    int fd;           /* open read-only descriptor, -1 for a memory image */
+    int64_t mtime_ns; /* modification time at open */
+    char *path;       /* for messages (owned) */
 } tq_map;
 
 /* tq_map_file() -- map `path` read-only; TQ_E_IO naming the path on failure. */
 tq_status tq_map_file(const char *path, tq_map *m);
+/* tq_map_memory() -- describe a caller buffer as a tq_map (borrowed; nothing to unmap). */
+void tq_map_memory(tq_map *m, const void *data, size_t size);
 void tq_unmap_file(tq_map *m);
+/* tq_map_read() -- copy bytes [off, off + n) of the file into dst: pread for a file (never
+ * through the mapping), memcpy for a memory image. TQ_E_IO naming the file when the file is
+ * now shorter than that (truncated by another process), or when it changed size or mtime
+ * since it was opened (checked after the read, so what was read is known to be consistent with
+ * what was validated at open). */
+tq_status tq_map_read(const tq_map *m, size_t off, void *dst, size_t n);
+
+/* tq_gguf_read_tensor()/tq_st_read_tensor() -- bytes [off, off + n) of tensor i's data into dst
+ * with tq_map_read() (i must be a valid index). */
+tq_status tq_gguf_read_tensor(const tq_gguf *g, int64_t i, size_t off, void *dst, size_t n);
+tq_status tq_st_read_tensor(const tq_st *st, int64_t i, size_t off, void *dst, size_t n);
 
 /* Dequantization kernels: n elements (multiple of the block) from src into dst. */
 typedef void (*tq_dequant_fn)(const void *src, float *dst, int64_t n);

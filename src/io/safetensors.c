@@ -30,8 +30,7 @@ typedef struct st_tensor {
 
 typedef struct st_shard {
     char *path;
-    tq_map map;
-    const uint8_t *base;
+    tq_map map; /* the header is read from it with pread, never parsed in place (io_internal.h) */
     size_t size;
     size_t data_off;
 } st_shard;
@@ -206,11 +205,15 @@ static tq_status parse_shard(tq_st *st, int si)
     int64_t n_keys;
     st_tensor **order = NULL;
     tq_status rc = TQ_OK;
+    uint8_t len8[8];
+    char *hj = NULL; /* the header JSON, NUL-terminated heap copy */
 
     if (sh->size < 8)
         return TQ_FAIL(TQ_E_FORMAT, "%s: truncated header: %zu bytes, need at least 8", path,
                        sh->size);
-    hlen = tq_rd64(sh->base);
+    if ((rc = tq_map_read(&sh->map, 0, len8, 8)))
+        return rc;
+    hlen = tq_rd64(len8);
     if (hlen > sh->size - 8)
         return TQ_FAIL(TQ_E_FORMAT,
                        "%s: header length %llu runs past the end of the file (%zu "
@@ -219,20 +222,39 @@ static tq_status parse_shard(tq_st *st, int si)
     if (hlen > ST_MAX_HEADER)
         return TQ_FAIL(TQ_E_FORMAT, "%s: header length %llu exceeds the 100 MiB limit", path,
                        (unsigned long long)hlen);
-    if (hlen < 2 || sh->base[8] != '{')
-        return TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON: header does not start with '{'", path);
+    if (!(hj = tq_malloc((size_t)hlen + 1)))
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory for a %llu-byte header", path,
+                       (unsigned long long)hlen);
+    if ((rc = tq_map_read(&sh->map, 8, hj, (size_t)hlen)))
+        goto out;
+    hj[hlen] = 0;
+    if (hlen < 2 || hj[0] != '{') {
+        rc = TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON: header does not start with '{'", path);
+        goto out;
+    }
     sh->data_off = 8 + (size_t)hlen;
-    if (!(tok = json_tokener_new()))
-        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+    if (!(tok = json_tokener_new())) {
+        rc = TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    root = json_tokener_parse_ex(tok, (const char *)sh->base + 8, (int)hlen);
+    root = json_tokener_parse_ex(tok, hj, (int)hlen);
+    if (!root && json_tokener_get_error(tok) == json_tokener_continue) {
+        rc = TQ_FAIL(TQ_E_FORMAT,
+                     "%s: bad JSON: truncated header: the JSON object is still open at byte %llu, "
+                     "where the header ends (its length field at byte 0 says %llu bytes; the "
+                     "file was cut short or that length is wrong)",
+                     path, 8 + (unsigned long long)hlen, (unsigned long long)hlen);
+        goto out;
+    }
     if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-        rc = TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON in header: %s", path,
+        rc = TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON in header at byte %zu: %s", path,
+                     8 + json_tokener_get_parse_end(tok),
                      root ? "incomplete" : json_tokener_error_desc(json_tokener_get_error(tok)));
         goto out;
     }
     for (size_t i = json_tokener_get_parse_end(tok); i < hlen; i++) {
-        const uint8_t ch = sh->base[8 + i];
+        const uint8_t ch = (uint8_t)hj[i];
         if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') {
             rc = TQ_FAIL(TQ_E_FORMAT,
                          "%s: bad JSON: trailing bytes after the header object at "
@@ -245,7 +267,7 @@ static tq_status parse_shard(tq_st *st, int si)
         rc = TQ_FAIL(TQ_E_FORMAT, "%s: bad JSON: header is not an object", path);
         goto out;
     }
-    n_keys = count_top_keys((const char *)sh->base + 8, (size_t)hlen);
+    n_keys = count_top_keys(hj, (size_t)hlen);
     if (n_keys != json_object_object_length(root)) {
         rc = TQ_FAIL(TQ_E_FORMAT, "%s: duplicate names in the header (%lld keys, %d distinct)",
                      path, (long long)n_keys, json_object_object_length(root));
@@ -314,9 +336,11 @@ static tq_status parse_shard(tq_st *st, int si)
     }
 out:
     tq_free(order);
+    tq_free(hj);
     if (root)
         json_object_put(root);
-    json_tokener_free(tok);
+    if (tok)
+        json_tokener_free(tok);
     return rc;
 }
 
@@ -333,12 +357,11 @@ static tq_status add_shard(tq_st *st, const char *path, const void *mem, size_t 
         return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
     st->n_shards++;
     if (mem) {
-        s->base = mem;
+        tq_map_memory(&s->map, mem, size);
         s->size = size;
     } else {
         if ((rc = tq_map_file(path, &s->map)))
             return rc;
-        s->base = s->map.data;
         s->size = s->map.size;
     }
     return parse_shard(st, st->n_shards - 1);
@@ -586,9 +609,19 @@ tq_status tq_st_tensor(const tq_st *st, int64_t i, tq_st_tensor_info *out)
     memcpy(out->shape, t->shape, sizeof(t->shape));
     out->n_elem = t->n_elem;
     out->nbytes = t->nbytes;
-    out->data = sh->base + sh->data_off + t->begin;
+    out->data = sh->map.data ? sh->map.data + sh->data_off + t->begin : NULL;
     out->file = sh->path;
     return TQ_OK;
+}
+
+tq_status tq_st_read_tensor(const tq_st *st, int64_t i, size_t off, void *dst, size_t n)
+{
+    const st_tensor *t = &st->tensors[i];
+    const st_shard *sh = &st->shards[t->shard];
+    if (off > t->nbytes || n > t->nbytes - off)
+        return TQ_FAIL(TQ_E_ARG, "%s: tensor '%s': read [%zu, +%zu) past its %zu bytes", sh->path,
+                       t->name, off, n, t->nbytes);
+    return tq_map_read(&sh->map, sh->data_off + t->begin + off, dst, n);
 }
 
 const char *tq_st_metadata(const tq_st *st, const char *key)

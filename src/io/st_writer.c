@@ -1,9 +1,10 @@
 /* st_writer.c -- streaming, sharded, atomic safetensors writer.
  *
  * Tensor bytes go to one temporary data file per shard as they arrive, so memory stays bounded
- * by the header. finish() writes each final shard as <name>.tmp (u64 header length, JSON header
- * padded with spaces to a multiple of 8 as the reference writer does, then the data copied from
- * the temporary file), fsyncs it, renames it into place, then does the same for
+ * by the header. finish() writes each final shard through tq_atomic_file (atomic_file.c: a
+ * temporary <name>.tmp.<pid> holding the u64 header length, the JSON header padded with spaces
+ * to a multiple of 8 as the reference writer does, then the data copied from the staging file;
+ * fsynced and renamed into place), then does the same for
  * model.safetensors.index.json and fsyncs the directory. Readers never see a partial file; a
  * writer freed before finish() deletes its temporary files. docs/FORMAT.md "safetensors writer". */
 #include <errno.h>
@@ -130,6 +131,10 @@ tq_status tq_st_writer_create(const char *path, uint64_t shard_bytes, tq_st_writ
     if (!w->path || !w->dir) {
         tq_st_writer_free(w);
         return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    }
+    if (w->single && tq_is_dir(path)) { /* refused now rather than after staging the data */
+        tq_st_writer_free(w);
+        return TQ_FAIL(TQ_E_IO, "%s is a directory: name a file to write", path);
     }
     if (w->single) {
         char *slash = strrchr(w->dir, '/');
@@ -269,24 +274,21 @@ static char *shard_name(const tq_st_writer *w, int i)
     return tq_path_join(w->dir, name);
 }
 
-/* Write bytes (and optionally the contents of fd_src) to final + ".tmp", fsync, rename. */
+/* Write bytes (and optionally the contents of fd_src) to final atomically (tq_atomic_file: a
+ * temporary "<final>.tmp.<pid>", fsync, rename; FIFOs/devices in place, symlinks resolved). */
 static tq_status commit_file(const char *final, const void *head, size_t head_n, int fd_src,
                              size_t src_n)
 {
-    sbuf tmp = {0};
-    tq_status st = TQ_OK;
+    tq_atomic_file *af = NULL;
+    tq_status st = tq_atomic_file_open(final, &af);
+    const char *name;
     int fd;
-    sb_str(&tmp, final);
-    sb_str(&tmp, ".tmp");
-    if (tmp.oom)
-        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
-    fd = open(tmp.p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        st = TQ_FAIL(TQ_E_IO, "%s: cannot create: %s", tmp.p, strerror(errno));
+    if (st)
+        return st;
+    fd = tq_atomic_file_fd(af);
+    name = tq_atomic_file_tmp_path(af) ? tq_atomic_file_tmp_path(af) : final;
+    if ((st = write_all(fd, head, head_n, name)))
         goto out;
-    }
-    if ((st = write_all(fd, head, head_n, tmp.p)))
-        goto out_close;
     if (fd_src >= 0) {
         uint8_t buf[1 << 16];
         size_t left = src_n;
@@ -297,28 +299,20 @@ static tq_status commit_file(const char *final, const void *head, size_t head_n,
                 continue;
             if (k <= 0) {
                 st = TQ_FAIL(TQ_E_IO, "%s: reading the staged data failed", final);
-                goto out_close;
+                goto out;
             }
-            if ((st = write_all(fd, buf, (size_t)k, tmp.p)))
-                goto out_close;
+            if ((st = write_all(fd, buf, (size_t)k, name)))
+                goto out;
             off += k;
             left -= (size_t)k;
         }
     }
-    if (fsync(fd) != 0) {
-        st = TQ_FAIL(TQ_E_IO, "%s: fsync failed: %s", tmp.p, strerror(errno));
-        goto out_close;
-    }
-out_close:
-    if (fd >= 0 && close(fd) != 0 && !st)
-        st = TQ_FAIL(TQ_E_IO, "%s: close failed: %s", tmp.p, strerror(errno));
-    if (!st && rename(tmp.p, final) != 0)
-        st = TQ_FAIL(TQ_E_IO, "%s: rename to %s failed: %s", tmp.p, final, strerror(errno));
-    if (st)
-        unlink(tmp.p);
 out:
-    tq_free(tmp.p);
-    return st;
+    if (st) {
+        tq_atomic_file_abort(af);
+        return st;
+    }
+    return tq_atomic_file_commit(af);
 }
 
 static tq_status write_shard(tq_st_writer *w, int si, const char *final)

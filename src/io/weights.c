@@ -1,9 +1,15 @@
 /* weights.c -- one tensor source over GGUF or safetensors that always presents Hugging Face names
  * and layout. GGUF names are mapped (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight,
  * table below) and the q/k row permutation that llama.cpp's converter applies to Llama-family
- * models is undone row by row while dequantizing (docs/FORMAT.md "q/k permutation"). */
+ * models is undone row by row while dequantizing (docs/FORMAT.md "q/k permutation").
+ * Tensor bytes are read with pread (tq_gguf_read_tensor/tq_st_read_tensor), straight into the
+ * destination when no conversion is needed, else through a 64 KiB stack buffer: never through
+ * the mapping, so a file truncated while we read it gives TQ_E_IO, not SIGBUS. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/half.h"
 #include "io/io_internal.h"
@@ -192,26 +198,62 @@ static tq_status open_st(tq_weights *w, const char *path)
     return TQ_OK;
 }
 
+/* What a file is by its first bytes: "GGUF" magic, or safetensors (u64 LE header length, then
+ * the header's '{'). SNIFF_NONE when neither or unreadable (the reader then names the cause). */
+enum { SNIFF_NONE, SNIFF_GGUF, SNIFF_ST };
+static int sniff(const char *path)
+{
+    uint8_t b[9];
+    ssize_t n = 0;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return SNIFF_NONE;
+    while (n < (ssize_t)sizeof(b)) {
+        const ssize_t k = read(fd, b + n, sizeof(b) - (size_t)n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += k;
+    }
+    close(fd);
+    if (n >= 4 && !memcmp(b, "GGUF", 4))
+        return SNIFF_GGUF;
+    if (n == 9 && b[8] == '{' && tq_rd64(b) >= 2)
+        return SNIFF_ST;
+    return SNIFF_NONE;
+}
+
 tq_status tq_weights_open(const char *path, tq_weights **out)
 {
     tq_weights *w;
     tq_status st;
+    int kind;
     if (!path || !out)
         return TQ_FAIL(TQ_E_ARG, "tq_weights_open: NULL argument");
     *out = NULL;
     if (!(w = tq_calloc(1, sizeof(*w))))
         return TQ_FAIL(TQ_E_NOMEM, "out of memory");
-    if (!tq_is_dir(path) && tq_ends_with(path, ".gguf")) {
+    /* directories are Hugging Face dirs; files are known by their magic bytes, then by name */
+    kind = tq_is_dir(path) ? SNIFF_ST : sniff(path);
+    if (kind == SNIFF_NONE && tq_ends_with(path, ".gguf"))
+        kind = SNIFF_GGUF; /* the reader says what is wrong with it */
+    if (kind == SNIFF_NONE && (tq_ends_with(path, ".safetensors") || tq_ends_with(path, ".json")))
+        kind = SNIFF_ST;
+    if (kind == SNIFF_GGUF) {
         w->fmt = TQ_WEIGHTS_GGUF;
         st = open_gguf(w, path);
-    } else if (tq_is_dir(path) || tq_ends_with(path, ".safetensors") ||
-               tq_ends_with(path, ".json")) {
+    } else if (kind == SNIFF_ST) {
         w->fmt = TQ_WEIGHTS_SAFETENSORS;
         st = open_st(w, path);
+    } else if (access(path, R_OK) != 0) {
+        st = TQ_FAIL(TQ_E_IO, "%s: cannot open: %s", path, strerror(errno));
     } else {
         st = TQ_FAIL(TQ_E_ARG,
-                     "%s: unknown model format (expected a .gguf file, a .safetensors "
-                     "file, a model.safetensors.index.json, or a Hugging Face directory)",
+                     "%s: unknown model format: neither the GGUF magic \"GGUF\" nor a "
+                     "safetensors header (8-byte length, then '{') at the start (expected a "
+                     "GGUF file, a safetensors file, a model.safetensors.index.json, or a "
+                     "Hugging Face directory)",
                      path);
     }
     if (st) {
@@ -335,6 +377,32 @@ static void store(tq_dtype dt, void *dst, int64_t off, const float *x, int64_t n
     }
 }
 
+#define PIECE_BYTES ((size_t)64 << 10) /* stack buffer of the conversion paths */
+
+/* Decode the whole blocks in bytes [off, off + nbytes) of GGUF tensor ti into out as f32,
+ * reading them piece by piece (F32 goes straight into out). No allocation. */
+static tq_status dq_range(const tq_weights *w, const tq_gguf_tensor_info *ti, int64_t idx,
+                          size_t off, size_t nbytes, float *out)
+{
+    _Alignas(64) uint8_t buf[PIECE_BYTES];
+    const size_t tsz = tq_ggml_type_size(ti->type);
+    const int64_t bs = tq_ggml_block_size(ti->type);
+    const size_t per = sizeof(buf) / tsz * tsz;
+    tq_status st = TQ_OK;
+    if (ti->type == TQ_GGML_F32)
+        return tq_gguf_read_tensor(w->gguf, idx, off, out, nbytes);
+    while (nbytes && !st) {
+        const size_t k = nbytes < per ? nbytes : per;
+        const int64_t n = (int64_t)(k / tsz) * bs;
+        if (!(st = tq_gguf_read_tensor(w->gguf, idx, off, buf, k)))
+            st = tq_ggml_dequant(ti->type, buf, k, out, n);
+        out += n;
+        off += k;
+        nbytes -= k;
+    }
+    return st;
+}
+
 static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, void *dst)
 {
     tq_gguf_tensor_info ti;
@@ -360,7 +428,7 @@ static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, v
         row_bytes = tq_ggml_type_size(ti.type);
     }
     if (!e->perm_heads && dt == TQ_DTYPE_F32)
-        return tq_ggml_dequant(ti.type, ti.data, ti.nbytes, dst, ti.n_elem);
+        return dq_range(w, &ti, e->src_index, 0, ti.nbytes, dst);
     /* row by row (permuted rows, or through an f32 scratch of up to 64 rows) */
     chunk = e->perm_heads ? 1 : (rows < 64 ? rows : 64);
     if (dt != TQ_DTYPE_F32 && !(row = tq_malloc((size_t)(chunk * row_len) * sizeof(float))))
@@ -373,12 +441,12 @@ static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, v
             const int64_t h = r / hd, rem = r % hd;
             dr = h * hd + (rem % 2) * (hd / 2) + rem / 2;
         }
-        const uint8_t *src = (const uint8_t *)ti.data + (size_t)r * row_bytes;
+        const size_t src = (size_t)r * row_bytes;
         if (dt == TQ_DTYPE_F32) {
-            st = tq_ggml_dequant(ti.type, src, row_bytes * (size_t)nr, (float *)dst + dr * row_len,
-                                 nr * row_len);
+            st = dq_range(w, &ti, e->src_index, src, row_bytes * (size_t)nr,
+                          (float *)dst + dr * row_len);
         } else {
-            st = tq_ggml_dequant(ti.type, src, row_bytes * (size_t)nr, row, nr * row_len);
+            st = dq_range(w, &ti, e->src_index, src, row_bytes * (size_t)nr, row);
             if (!st)
                 store(dt, dst, dr * row_len, row, nr * row_len);
         }
@@ -392,33 +460,37 @@ static tq_status read_st(const tq_weights *w, const w_entry *e, int64_t el0, int
                          void *dst)
 {
     tq_st_tensor_info ti;
-    const uint8_t *p;
+    _Alignas(64) uint8_t p[PIECE_BYTES];
     size_t esz;
+    tq_status st = TQ_OK;
     tq_st_tensor(w->st, e->src_index, &ti);
     esz = tq_st_dtype_size(ti.dtype);
-    p = (const uint8_t *)ti.data + (size_t)el0 * esz;
     if ((ti.dtype == TQ_ST_F32 && dt == TQ_DTYPE_F32) ||
         (ti.dtype == TQ_ST_F16 && dt == TQ_DTYPE_F16) ||
-        (ti.dtype == TQ_ST_BF16 && dt == TQ_DTYPE_BF16)) {
-        memcpy(dst, p, (size_t)n * esz);
-        return TQ_OK;
-    }
+        (ti.dtype == TQ_ST_BF16 && dt == TQ_DTYPE_BF16))
+        return tq_st_read_tensor(w->st, e->src_index, (size_t)el0 * esz, dst, (size_t)n * esz);
     if (ti.dtype != TQ_ST_F32 && ti.dtype != TQ_ST_F16 && ti.dtype != TQ_ST_BF16)
         return TQ_FAIL(TQ_E_UNSUPPORTED,
                        "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 "
                        "convert to floats",
                        ti.file, ti.name, tq_st_dtype_name(ti.dtype));
-    for (int64_t i = 0; i < n; i++) {
-        float x;
-        if (ti.dtype == TQ_ST_F32)
-            x = tq_bits_f32(tq_rd32(p + 4 * i));
-        else if (ti.dtype == TQ_ST_F16)
-            x = tq_f16_to_f32(tq_rd16(p + 2 * i));
-        else
-            x = tq_bf16_to_f32(tq_rd16(p + 2 * i));
-        store(dt, dst, i, &x, 1);
+    for (int64_t i0 = 0; i0 < n && !st; i0 += (int64_t)(sizeof(p) / esz)) {
+        const int64_t m = n - i0 < (int64_t)(sizeof(p) / esz) ? n - i0 : (int64_t)(sizeof(p) / esz);
+        if ((st = tq_st_read_tensor(w->st, e->src_index, (size_t)(el0 + i0) * esz, p,
+                                    (size_t)m * esz)))
+            break;
+        for (int64_t i = 0; i < m; i++) {
+            float x;
+            if (ti.dtype == TQ_ST_F32)
+                x = tq_bits_f32(tq_rd32(p + 4 * i));
+            else if (ti.dtype == TQ_ST_F16)
+                x = tq_f16_to_f32(tq_rd16(p + 2 * i));
+            else
+                x = tq_bf16_to_f32(tq_rd16(p + 2 * i));
+            store(dt, dst, i0 + i, &x, 1);
+        }
     }
-    return TQ_OK;
+    return st;
 }
 
 /* HF rows [r0, r0 + n) of a GGUF tensor (HF row = index along shape[0]), un-permuted. */
@@ -445,8 +517,7 @@ static tq_status read_gguf_rows(const tq_weights *w, const w_entry *e, int64_t r
                        tq_ggml_type_name(ti.type));
     row_bytes = ti.nbytes / (size_t)rows;
     if (!e->perm_heads && dt == TQ_DTYPE_F32) /* one contiguous range */
-        return tq_ggml_dequant(ti.type, (const uint8_t *)ti.data + (size_t)r0 * row_bytes,
-                               (size_t)n * row_bytes, dst, n * row_len);
+        return dq_range(w, &ti, e->src_index, (size_t)r0 * row_bytes, (size_t)n * row_bytes, dst);
     if (dt != TQ_DTYPE_F32 && !(row = tq_malloc((size_t)row_len * sizeof(float))))
         return TQ_FAIL(TQ_E_NOMEM, "out of memory for a %lld-element row", (long long)row_len);
     for (int64_t k = 0; k < n && !st; k++) {
@@ -456,9 +527,8 @@ static tq_status read_gguf_rows(const tq_weights *w, const w_entry *e, int64_t r
             const int64_t h = g / hd, rem = g % hd;
             g = h * hd + 2 * (rem % (hd / 2)) + rem / (hd / 2);
         }
-        const uint8_t *src = (const uint8_t *)ti.data + (size_t)g * row_bytes;
         float *out = dt == TQ_DTYPE_F32 ? (float *)dst + k * row_len : row;
-        st = tq_ggml_dequant(ti.type, src, row_bytes, out, row_len);
+        st = dq_range(w, &ti, e->src_index, (size_t)g * row_bytes, row_bytes, out);
         if (!st && dt != TQ_DTYPE_F32)
             store(dt, dst, k * row_len, row, row_len);
     }

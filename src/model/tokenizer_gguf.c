@@ -266,6 +266,17 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* A GGUF file by its magic, whatever its name (issue 10). */
+static bool has_gguf_magic(const char *path)
+{
+    char m[4];
+    FILE *f = fopen(path, "rb");
+    const bool yes = f && fread(m, 1, 4, f) == 4 && !memcmp(m, "GGUF", 4);
+    if (f)
+        fclose(f);
+    return yes;
+}
+
 tq_status tq_tokenizer_load(const char *path, tq_tokenizer **out)
 {
     size_t n;
@@ -273,7 +284,7 @@ tq_status tq_tokenizer_load(const char *path, tq_tokenizer **out)
         return TQ_FAIL(TQ_E_ARG, "tq_tokenizer_load: NULL path/out");
     *out = NULL;
     n = strlen(path);
-    if (ends_with(path, ".gguf")) {
+    if (ends_with(path, ".gguf") || has_gguf_magic(path)) {
         tq_gguf *g = NULL;
         tq_status st = tq_gguf_open(path, &g);
         if (st)

@@ -61,17 +61,39 @@ static tq_status parse_json(const char *text, size_t n, const char *name, json_o
     }
     root = json_tokener_parse_ex(tk, text, (int)n);
     jerr = json_tokener_get_error(tk);
+    if (!root && jerr == json_tokener_continue) {
+        /* json-c cannot tell "null" or "12" from a prefix until it sees the end: say so */
+        root = json_tokener_parse_ex(tk, "", 1);
+        jerr = json_tokener_get_error(tk);
+        if (jerr == json_tokener_success && !root) {
+            json_tokener_free(tk);
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: valid JSON, but the value is null, not a tokenizer object "
+                           "({\"model\": {...}, ...})",
+                           name);
+        }
+    }
     if (!root || jerr != json_tokener_success) {
         size_t at = json_tokener_get_parse_end(tk);
         if (root)
             json_object_put(root);
         json_tokener_free(tk);
+        if (jerr == json_tokener_continue)
+            return TQ_FAIL(TQ_E_FORMAT,
+                           "%s: not valid JSON: %s at byte %zu (truncated?)", name,
+                           n ? "the input ends inside an unfinished value" : "the file is empty",
+                           n);
         return TQ_FAIL(TQ_E_FORMAT, "%s: not valid JSON (%s at byte %zu)", name,
-                       jerr == json_tokener_continue ? "unexpected end of input"
-                                                     : json_tokener_error_desc(jerr),
-                       at);
+                       json_tokener_error_desc(jerr), at);
     }
     json_tokener_free(tk);
+    if (!json_object_is_type(root, json_type_object)) {
+        const char *what = json_type_to_name(json_object_get_type(root));
+        json_object_put(root);
+        return TQ_FAIL(TQ_E_FORMAT, "%s: valid JSON, but the value is a%s %s, not a tokenizer "
+                       "object ({\"model\": {...}, ...})", name,
+                       what && strchr("aeiou", what[0]) ? "n" : "", what ? what : "?");
+    }
     *out = root;
     return TQ_OK;
 }
