@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "turboquant.h"
+#include "cli_args.h"
 
 /* A subcommand: returns the process exit code (0 ok, 1 failure, 2 usage error). */
 typedef int (*tq_cmd_fn)(int argc, char **argv);
@@ -14,9 +15,6 @@ typedef int (*tq_cmd_fn)(int argc, char **argv);
 /* cli_error() -- print "tq CMD: message" and the library's last error if status != TQ_OK. */
 int cli_error(const char *cmd, tq_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* cli_int()/cli_double() -- parse a number flag value, 0 on success; prints a usage error. */
-int cli_int(const char *cmd, const char *flag, const char *val, long *out);
-int cli_double(const char *cmd, const char *flag, const char *val, double *out);
 /* cli_is_help() -- argv contains -h or --help. */
 int cli_is_help(int argc, char **argv);
 
@@ -33,8 +31,9 @@ int cmd_bench_cuda(int argc, char **argv);    /* tq bench --cuda (tools/cmd_benc
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
 /* prompt_cache() -- --load/--save-prompt-cache of tq generate (tools/prompt_cache.c): on return
- * the session holds ids[0..*skip); 0 or an exit code (message printed). */
+ * the session holds ids[0..*skip), *n_eval of them evaluated here (for the save) in *eval_s
+ * seconds, the rest restored from the loaded cache; 0 or an exit code (message printed). */
 int prompt_cache(const char *cmd, tq_session *s, const char *load, const char *save,
-                 const int32_t *ids, int64_t n, int64_t *skip);
+                 const int32_t *ids, int64_t n, int64_t *skip, int64_t *n_eval, double *eval_s);
 
 #endif

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #define MAX_DEPTHS 16
+#define BENCH_MAX_TOKENS (1 << 24) /* the most tokens --prefill/--decode/--batch/--depths take */
 
 static void usage(FILE *f)
 {
@@ -20,13 +21,15 @@ static void usage(FILE *f)
             "bench:\n"
             "  --prefill N           prompt length for the prefill measurement (default 512)\n"
             "  --decode N            decode steps per depth (default 32)\n"
-            "  --depths LIST         comma-separated cache depths for decode (default 0,128,512,1024)\n"
+            "  --depths LIST         up to 16 comma-separated cache depths for decode\n"
+            "                        (default 0,128,512,1024)\n"
             "  --batch N             tokens per forward chunk in prefill (default 512)\n"
-            "  --runs N              repetitions; the median is reported (default 3)\n"
+            "                        (--prefill, --decode, --batch: 1..16777216; depths from 0)\n"
+            "  --runs N              repetitions, 1..100; the median is reported (default 3)\n"
             "  --json                one JSON line instead of the table (for scripts)\n"
             "model and engine:\n"
             "  -m, --model PATH      GGUF file or Hugging Face directory (default " GEN_DEFAULT_MODEL ")\n"
-            "  -t, --threads N       CPU threads (default: every core)\n"
+            "  -t, --threads N       CPU threads, 0..256 (default 0 = every core)\n"
             "  --weights TYPE        in-memory weights: bf16 (default), f16 or f32\n"
             "  --kv SCHEME           KV cache scheme (default bf16)\n\n"
             "example (compare with llama.cpp: python3 scripts/llamacpp/bench.py --tq build/release/tq):\n"
@@ -72,7 +75,7 @@ int cmd_bench(int argc, char **argv)
     const char *cmd = "bench";
     gen_args a;
     long prefill = 512, decode = 32, runs = 3, batch = 512;
-    long depths[MAX_DEPTHS] = {0, 128, 512, 1024};
+    int64_t depths[MAX_DEPTHS] = {0, 128, 512, 1024};
     int n_depths = 4, json = 0, rc = 1;
     tq_model *model = NULL;
     tq_session *sess = NULL;
@@ -98,53 +101,31 @@ int cmd_bench(int argc, char **argv)
         if (r)
             continue;
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--prefill")) {
-            if (cli_int(cmd, f, v, &prefill))
-                return 2;
-            i++;
-        } else if (!strcmp(f, "--decode")) {
-            if (cli_int(cmd, f, v, &decode))
-                return 2;
-            i++;
-        } else if (!strcmp(f, "--runs")) {
-            if (cli_int(cmd, f, v, &runs))
-                return 2;
-            i++;
-        } else if (!strcmp(f, "--batch")) {
-            if (cli_int(cmd, f, v, &batch))
-                return 2;
-            i++;
-        } else if (!strcmp(f, "--json")) {
+        if (!strcmp(f, "--prefill"))
+            r = cli_long(cmd, f, v, 1, BENCH_MAX_TOKENS, &prefill);
+        else if (!strcmp(f, "--decode"))
+            r = cli_long(cmd, f, v, 1, BENCH_MAX_TOKENS, &decode);
+        else if (!strcmp(f, "--runs"))
+            r = cli_long(cmd, f, v, 1, 100, &runs);
+        else if (!strcmp(f, "--batch"))
+            r = cli_long(cmd, f, v, 1, BENCH_MAX_TOKENS, &batch);
+        else if (!strcmp(f, "--depths"))
+            r = cli_i64_list(cmd, f, v, 0, BENCH_MAX_TOKENS, depths, MAX_DEPTHS, &n_depths);
+        else if (!strcmp(f, "--json")) {
             json = 1;
-        } else if (!strcmp(f, "--depths") && v) {
-            char *end = NULL;
-            const char *p = v;
-            n_depths = 0;
-            while (*p) {
-                long d = strtol(p, &end, 10);
-                if (end == p || d < 0 || n_depths == MAX_DEPTHS || (*end && *end != ',')) {
-                    fprintf(stderr, "tq %s: --depths '%s': expected up to %d comma-separated "
-                                    "integers >= 0, e.g. 0,128,512\n", cmd, v, MAX_DEPTHS);
-                    return 2;
-                }
-                depths[n_depths++] = d;
-                p = *end ? end + 1 : end;
-            }
-            i++;
+            continue;
         } else {
             fprintf(stderr, "tq %s: unknown or incomplete option '%s' (see tq %s --help)\n", cmd,
                     f, cmd);
             return 2;
         }
-    }
-    if (prefill < 1 || decode < 1 || runs < 1 || runs > 100 || batch < 1 || n_depths < 1) {
-        fprintf(stderr, "tq %s: --prefill, --decode, --batch and --runs (<= 100) must be >= 1\n",
-                cmd);
-        return 2;
+        if (r)
+            return 2;
+        i++;
     }
     long need = prefill;
     for (int i = 0; i < n_depths; i++)
-        need = depths[i] + decode > need ? depths[i] + decode : need;
+        need = (long)depths[i] + decode > need ? (long)depths[i] + decode : need;
 
     tq_model_opts_default(&mo);
     mo.weight_type = a.weights;
@@ -199,7 +180,7 @@ int cmd_bench(int argc, char **argv)
         for (int d = 0; d < n_depths; d++) {
             tq_session_reset(sess);
             if (depths[d] && (st = tq_session_eval(sess, toks, depths[d], NULL))) {
-                rc = cli_error(cmd, st, "prefill of depth %ld failed", depths[d]);
+                rc = cli_error(cmd, st, "prefill of depth %ld failed", (long)depths[d]);
                 goto out;
             }
             t0 = now_s();
@@ -224,7 +205,7 @@ int cmd_bench(int argc, char **argv)
                a.model, mi.arch_name, mi.n_threads, tq_dtype_name(mi.weight_type),
                mi.kernel ? mi.kernel : "?", kvname, runs, prefill, p_med, decode);
         for (int d = 0; d < n_depths; d++)
-            printf("%s\"%ld\": %.3f", d ? ", " : "", depths[d], median(dc[d], (int)runs));
+            printf("%s\"%ld\": %.3f", d ? ", " : "", (long)depths[d], median(dc[d], (int)runs));
         printf("}, \"peak_rss_mb\": %.1f, \"kv_bytes_per_token\": %zu, \"weight_bytes\": %zu}\n",
                rss / 1024.0, kv.bytes_per_token, mi.weight_bytes);
     } else {
@@ -235,7 +216,7 @@ int cmd_bench(int argc, char **argv)
                mi.kernel ? mi.kernel : "?", kvname, kv.bytes_per_token, mi.n_threads);
         printf("prefill  %ld tokens: %.1f tok/s (median of %ld)\n", prefill, p_med, runs);
         for (int d = 0; d < n_depths; d++)
-            printf("decode   depth %5ld: %.1f tok/s (%ld steps)\n", depths[d],
+            printf("decode   depth %5ld: %.1f tok/s (%ld steps)\n", (long)depths[d],
                    median(dc[d], (int)runs), decode);
         printf("memory   peak RSS %.1f MB\n", rss / 1024.0);
     }

@@ -159,15 +159,15 @@ int cmd_bench_cuda(int argc, char **argv)
         else if (!strcmp(a, "--csv") && v)
             csv_path = argv[++i];
         else if (!strcmp(a, "--decode")) {
-            if (cli_int(cmd, a, v, &decode))
+            if (cli_long(cmd, a, v, 1, 100000, &decode))
                 return 2;
             i++;
         } else if (!strcmp(a, "--check")) {
-            if (cli_int(cmd, a, v, &n_check))
+            if (cli_long(cmd, a, v, 0, 1000, &n_check))
                 return 2;
             i++;
         } else if (!strcmp(a, "--seed")) {
-            if (cli_int(cmd, a, v, &seed))
+            if (cli_long(cmd, a, v, 0, INT64_MAX, &seed))
                 return 2;
             i++;
         } else {
@@ -179,30 +179,10 @@ int cmd_bench_cuda(int argc, char **argv)
         fprintf(stderr, "tq %s: -m MODEL is required (see tq bench --cuda --help)\n", cmd);
         return 2;
     }
-    if (decode < 1 || decode > 100000 || n_check < 0 || n_check > 1000) {
-        fprintf(stderr, "tq %s: --decode must be in 1..100000 and --check in 0..1000\n", cmd);
-        return 2;
-    }
-    long depths[16];
+    int64_t depths[16];
     int n_depths = 0;
-    {
-        const char *p = depth_list;
-        while (*p) {
-            char *end;
-            const long d = strtol(p, &end, 10);
-            if (end == p || d < 0 || d > (1L << 30) || n_depths == 16 || (*end && *end != ',')) {
-                fprintf(stderr, "tq %s: --depths '%s': expected up to 16 comma-separated integers in 0..2^30\n", cmd,
-                        depth_list);
-                return 2;
-            }
-            depths[n_depths++] = d;
-            p = *end ? end + 1 : end;
-        }
-    }
-    if (!n_depths) {
-        fprintf(stderr, "tq %s: --depths is empty\n", cmd);
+    if (cli_i64_list(cmd, "--depths", depth_list, 0, 1L << 30, depths, 16, &n_depths))
         return 2;
-    }
     if (!tq_cuda_compiled() || tq_cuda_available() < 1) {
         fprintf(stderr, "tq %s: %s\n", cmd,
                 !tq_cuda_compiled() ? "this build has no CUDA support" : "no CUDA device found");
@@ -302,7 +282,7 @@ int cmd_bench_cuda(int argc, char **argv)
                    name, depths[di], pf, 1.0 / med, med * 1e3, mean * 1e3, decode);
             if (csv)
                 fprintf(csv, "%s,%ld,%.1f,%.2f,%.4f,%.4f\n", name, depths[di], pf, 1.0 / med, med * 1e3, mean * 1e3);
-            fflush(stdout);
+            cli_flush();
         }
         tq_cuda_session_free(gs);
     }

@@ -57,7 +57,7 @@ static char *read_message(int tty)
     ssize_t r;
     if (tty) {
         fputs("> ", stdout);
-        fflush(stdout);
+        cli_flush();
     }
     while ((r = getline(&line, &lcap, stdin)) >= 0) {
         while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r'))
@@ -76,7 +76,7 @@ static char *read_message(int tty)
             break;
         if (tty) {
             fputs(". ", stdout);
-            fflush(stdout);
+            cli_flush();
         }
     }
     free(line);
@@ -114,7 +114,8 @@ static int turn_token(void *user, int32_t token, const char *text, size_t len)
             c->reply[c->n_reply] = 0;
         }
     }
-    gen_print_cb(NULL, token, text, len);
+    if (gen_print_cb(NULL, token, text, len))
+        t->failed = 1; /* stdout cannot be written: stop (main() reports it) */
     return t->failed;
 }
 
@@ -143,7 +144,7 @@ int cmd_chat(int argc, char **argv)
     tq_chat_format fmt = TQ_CHAT_AUTO;
     char *rendered = NULL;
     size_t cap_r = 0;
-    int rc;
+    int rc, n_asked = 0, n_answered = 0; /* messages given to the model, and answered */
 
     if (cli_is_help(argc, argv)) {
         usage(stdout);
@@ -254,8 +255,13 @@ int cmd_chat(int argc, char **argv)
         tq_gen_stats st;
         tq_sampler_reset(tq_generator_sampler(g.gen));
         s = tq_generator_run(g.gen, ids + common, n - common, turn_token, &tc, &st);
+        n_asked++;
         printf("\n");
-        fflush(stdout);
+        if (cli_flush()) {
+            free(ids);
+            rc = 1; /* main() says why */
+            break;
+        }
         if (s) {
             cli_error(cmd, s, "this message cannot be answered");
             if (s == TQ_E_OVERFLOW)
@@ -283,10 +289,16 @@ int cmd_chat(int argc, char **argv)
         free(ids);
         char *reply = c.n_reply ? strndup(c.reply, c.n_reply) : strdup("");
         c.msgs[c.n_msgs++] = (tq_chat_msg){"assistant", reply};
+        n_answered++;
         if (!a.quiet)
-            gen_print_stats(&st);
+            gen_print_stats(&st, 0);
         if (st.stop == TQ_GEN_STOP_CTX)
             fprintf(stderr, "tq chat: the context is full; /reset to start over\n");
+    }
+    if (rc == 0 && n_asked > 0 && n_answered == 0) {
+        fprintf(stderr, "tq chat: none of the %d message%s could be answered\n", n_asked,
+                n_asked > 1 ? "s" : "");
+        rc = 1;
     }
 out:
     for (int i = 0; i < c.n_msgs; i++)

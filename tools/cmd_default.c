@@ -71,7 +71,7 @@ int cmd_default(int argc, char **argv)
         }
         printf("tq: first run: fetching the model (about 100 MB, once) with "
                "scripts/get-model.sh smollm2 ...\n");
-        fflush(stdout);
+        cli_flush();
         snprintf(shell, sizeof(shell), "cd '%s' && sh scripts/get-model.sh smollm2", root);
         rc = system(shell);
         if (rc != 0 || !exists(model)) {
@@ -108,7 +108,7 @@ int cmd_default(int argc, char **argv)
            (double)a.gen.sampling.temperature, a.gen.sampling.top_k,
            (double)a.gen.sampling.top_p, (double)a.gen.sampling.min_p, a.seed);
     printf("user:      %s\nassistant: ", default_question);
-    fflush(stdout);
+    cli_flush();
     s = tq_generator_run(g.gen, ids, n_ids, gen_print_cb, NULL, &st);
     printf("\n\n");
     if (s) {

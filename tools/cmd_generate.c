@@ -31,22 +31,29 @@ const char *gen_common_help(void)
            "  -m, --model PATH      GGUF file or Hugging Face directory\n"
            "                        (default " GEN_DEFAULT_MODEL ";\n"
            "                        get it with scripts/get-model.sh smollm2)\n"
-           "  -t, --threads N       CPU threads (default: every core)\n"
+           "  -t, --threads N       CPU threads, 0..256 (default 0 = every core; more than the\n"
+           "                        online CPUs is allowed with a warning)\n"
            "  --weights TYPE        in-memory weights: bf16 (default), f16 or f32; quantized files\n"
            "                        are dequantized to it at load\n"
            "  --kv SCHEME           KV cache: bf16 (default), f32, f16, kv8, kv4, turbo[:kXvY], ...\n"
-           "  -c, --ctx N           context length in tokens (default 4096; 0 = the model's own)\n"
+           "  -c, --ctx N           context length in tokens, 0..16777216 (default 4096;\n"
+           "                        0 = the model's own)\n"
            "sampling (temperature 0 = greedy; a filter's neutral value switches it off):\n"
-           "  --temp T              temperature (default 0.7)\n"
-           "  --top-k K             keep the K most likely tokens (default 40; 0 = off)\n"
-           "  --top-p P             keep the smallest set with probability mass P (default 0.9; 1 = off)\n"
-           "  --min-p P             drop tokens below P x the top probability (default 0.05; 0 = off)\n"
-           "  --repeat-penalty R    penalise the last --repeat-last-n tokens (default 1.1; 1 = off)\n"
-           "  --repeat-last-n N     penalty window (default 64)\n"
-           "  --seed S              random seed (default 42; -1 = from the clock, printed)\n"
+           "  --temp T              temperature, 0..1000 (default 0.7)\n"
+           "  --top-k K             keep the K most likely tokens, K >= 0 (default 40; 0 = off)\n"
+           "  --top-p P             keep the smallest set with probability mass P, 0 < P <= 1\n"
+           "                        (default 0.9; 1 = off)\n"
+           "  --min-p P             drop tokens below P x the top probability, 0 <= P < 1\n"
+           "                        (default 0.05; 0 = off)\n"
+           "  --repeat-penalty R    penalise the last --repeat-last-n tokens, 0 < R <= 1000\n"
+           "                        (default 1.1; 1 = off)\n"
+           "  --repeat-last-n N     penalty window, 0..16777216 (default 64; 0 = off)\n"
+           "  --seed S              random seed, 0..2^63-1 (default 42; -1 = from the clock,\n"
+           "                        printed)\n"
            "  --greedy              same as --temp 0\n"
            "stopping:\n"
-           "  -n, --max-tokens N    at most N new tokens (default 256; 0 = until EOS or full context)\n"
+           "  -n, --max-tokens N    at most N new tokens, -1..2147483647 (default 256; -1 or 0 =\n"
+           "                        until EOS or the context is full)\n"
            "  --stop TEXT           stop when TEXT appears (repeatable, up to 16; not printed)\n"
            "  --ignore-eos          keep going past end-of-sequence tokens\n"
            "  --show-special        print special tokens such as <|im_end|>\n"
@@ -65,24 +72,14 @@ static int need(const char *cmd, int argc, char **argv, int i)
 int gen_parse_common(const char *cmd, gen_args *a, int argc, char **argv, int *ip)
 {
     const int i = *ip;
-    const char *f = argv[i];
-    long lv;
-    double dv;
+    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     tq_sampler_params *sp = &a->gen.sampling;
 
-#define TAKE_INT(dst)                                                                          \
+    /* a flag with a value: parse it (range-checked, cli_args.h), consume it */
+#define TAKE(parse)                                                                            \
     do {                                                                                       \
-        if (need(cmd, argc, argv, i) || cli_int(cmd, f, argv[i + 1], &lv))                     \
+        if (parse)                                                                             \
             return -1;                                                                         \
-        dst = lv;                                                                              \
-        *ip = i + 1;                                                                           \
-        return 1;                                                                              \
-    } while (0)
-#define TAKE_DBL(dst)                                                                          \
-    do {                                                                                       \
-        if (need(cmd, argc, argv, i) || cli_double(cmd, f, argv[i + 1], &dv))                  \
-            return -1;                                                                         \
-        dst = (float)dv;                                                                       \
         *ip = i + 1;                                                                           \
         return 1;                                                                              \
     } while (0)
@@ -120,25 +117,25 @@ int gen_parse_common(const char *cmd, gen_args *a, int argc, char **argv, int *i
         return 1;
     }
     if (!strcmp(f, "-t") || !strcmp(f, "--threads"))
-        TAKE_INT(a->threads);
+        TAKE(cli_threads(cmd, f, v, 0, &a->threads));
     if (!strcmp(f, "-c") || !strcmp(f, "--ctx"))
-        TAKE_INT(a->ctx);
+        TAKE(cli_long(cmd, f, v, 0, GEN_MAX_CTX, &a->ctx));
     if (!strcmp(f, "-n") || !strcmp(f, "--max-tokens"))
-        TAKE_INT(a->gen.max_new_tokens);
+        TAKE(cli_i64(cmd, f, v, -1, INT32_MAX, &a->gen.max_new_tokens));
     if (!strcmp(f, "--top-k"))
-        TAKE_INT(sp->top_k);
+        TAKE(cli_int(cmd, f, v, 0, INT32_MAX, &sp->top_k));
     if (!strcmp(f, "--repeat-last-n"))
-        TAKE_INT(sp->repeat_last_n);
+        TAKE(cli_int(cmd, f, v, 0, GEN_MAX_CTX, &sp->repeat_last_n));
     if (!strcmp(f, "--seed"))
-        TAKE_INT(a->seed);
+        TAKE(cli_long(cmd, f, v, -1, INT64_MAX, &a->seed));
     if (!strcmp(f, "--temp") || !strcmp(f, "--temperature"))
-        TAKE_DBL(sp->temperature);
+        TAKE(cli_float(cmd, f, v, 0, 1000, 0, &sp->temperature));
     if (!strcmp(f, "--top-p"))
-        TAKE_DBL(sp->top_p);
+        TAKE(cli_float(cmd, f, v, 0, 1, CLI_OPEN_LO, &sp->top_p));
     if (!strcmp(f, "--min-p"))
-        TAKE_DBL(sp->min_p);
+        TAKE(cli_float(cmd, f, v, 0, 1, CLI_OPEN_HI, &sp->min_p));
     if (!strcmp(f, "--repeat-penalty"))
-        TAKE_DBL(sp->repeat_penalty);
+        TAKE(cli_float(cmd, f, v, 0, 1000, CLI_OPEN_LO, &sp->repeat_penalty));
     if (!strcmp(f, "--greedy")) {
         sp->temperature = 0.0f;
         return 1;
@@ -171,8 +168,7 @@ int gen_parse_common(const char *cmd, gen_args *a, int argc, char **argv, int *i
         return 1;
     }
     return 0;
-#undef TAKE_INT
-#undef TAKE_DBL
+#undef TAKE
 }
 
 int gen_open(const char *cmd, gen_args *a, gen_ctx *g)
@@ -182,10 +178,6 @@ int gen_open(const char *cmd, gen_args *a, gen_ctx *g)
     tq_status st;
 
     memset(g, 0, sizeof(*g));
-    if (a->threads < 0 || a->ctx < 0) {
-        fprintf(stderr, "tq %s: --threads and --ctx must be >= 0\n", cmd);
-        return 2;
-    }
     if (a->seed < 0) {
         a->seed = (long)(time(NULL) ^ (getpid() << 16)) & 0x7fffffff;
         fprintf(stderr, "tq %s: seed %ld (rerun with --seed %ld)\n", cmd, a->seed, a->seed);
@@ -268,19 +260,25 @@ int gen_print_cb(void *user, int32_t token, const char *text, size_t len)
 {
     (void)user;
     (void)token;
-    if (len)
-        fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return 0;
+    errno = 0;
+    if (len && fwrite(text, 1, len, stdout) != len) {
+        cli_stdout_error(errno);
+        return 1; /* stop generating: tq.c reports the write error and exits 1 */
+    }
+    return cli_flush();
 }
 
-void gen_print_stats(const tq_gen_stats *st)
+void gen_print_stats(const tq_gen_stats *st, int64_t n_cached)
 {
     static const char *why[] = {"max tokens", "end of sequence", "stop string", "context full",
                                 "stopped"};
-    fprintf(stderr, "[prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | stop: %s]\n",
-            (long long)st->n_prompt, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0,
-            (long long)st->n_gen,
+    char cached[64] = "";
+    if (n_cached > 0)
+        snprintf(cached, sizeof(cached), " (%lld from the prompt cache)", (long long)n_cached);
+    fprintf(stderr, "[prompt %lld tokens%s, %.1f tok/s | generated %lld tokens, %.1f tok/s | "
+                    "stop: %s]\n",
+            (long long)(st->n_prompt + n_cached), cached,
+            st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, (long long)st->n_gen,
             st->decode_s > 0 ? st->n_gen / st->decode_s : 0.0,
             (unsigned)st->stop < 5 ? why[st->stop] : "?");
 }
@@ -309,8 +307,14 @@ static char *read_file(const char *cmd, const char *path)
         buf = nb;
         cap *= 2;
     }
+    const int bad = ferror(f);
     if (f != stdin)
         fclose(f);
+    if (buf && bad) {
+        fprintf(stderr, "tq %s: cannot read prompt file '%s'\n", cmd, path);
+        free(buf);
+        return NULL;
+    }
     if (buf)
         buf[n] = 0;
     else
@@ -393,6 +397,9 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "tq %s: give the prompt with -p TEXT or -f FILE (one of them)\n", cmd);
         return 2;
     }
+    if (cli_not_dir(cmd, "-f", file) || cli_not_dir(cmd, "--load-prompt-cache", load_pc) ||
+        cli_not_dir(cmd, "--save-prompt-cache", save_pc))
+        return 1;
     if (file && !(text = read_file(cmd, file)))
         return 1;
     if ((rc = gen_open(cmd, &a, &g))) {
@@ -426,14 +433,15 @@ int cmd_generate(int argc, char **argv)
     }
     if (echo) {
         fputs(ptext, stdout);
-        fflush(stdout);
+        cli_flush();
     }
-    int64_t skip = 0;
-    if ((rc = prompt_cache(cmd, g.session, load_pc, save_pc, ids, n, &skip)))
+    int64_t skip = 0, n_eval = 0; /* prompt tokens in the cache, of them evaluated for --save */
+    double eval_s = 0;
+    if ((rc = prompt_cache(cmd, g.session, load_pc, save_pc, ids, n, &skip, &n_eval, &eval_s)))
         goto out;
     s = tq_generator_run(g.gen, ids + skip, n - skip, gen_print_cb, NULL, &st);
     if (s) {
-        fflush(stdout);
+        cli_flush();
         rc = cli_error(cmd, s, "cannot generate");
         if (s == TQ_E_OVERFLOW)
             fprintf(stderr, "tq %s: the context holds %lld tokens (--ctx; the model allows %d)\n",
@@ -441,9 +449,11 @@ int cmd_generate(int argc, char **argv)
         goto out;
     }
     printf("\n");
-    fflush(stdout);
+    cli_flush();
+    st.n_prompt += n_eval; /* the part of the prompt evaluated before the save */
+    st.prefill_s += eval_s;
     if (!a.quiet)
-        gen_print_stats(&st);
+        gen_print_stats(&st, skip - n_eval);
     rc = 0;
 out:
     free(ids);

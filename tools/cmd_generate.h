@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #define GEN_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define GEN_MAX_CTX (1 << 24) /* the largest -c/--ctx (and --repeat-last-n) accepted */
 
 /* Flags every engine command takes, with their defaults. */
 typedef struct gen_args {
@@ -17,7 +18,7 @@ typedef struct gen_args {
     tq_gen_opts gen;       /* sampling + stopping                                          */
     const char *stop[16];  /* --stop (repeatable)                                          */
     int quiet;             /* -q: no statistics line                                       */
-    long seed;             /* --seed (-1 = from the clock, printed)                        */
+    long seed;             /* --seed (-1 = from the clock, printed; else >= 0)             */
 } gen_args;
 
 /* Everything a run needs, loaded from gen_args. */
@@ -42,9 +43,11 @@ void gen_close(gen_ctx *g);
 /* gen_encode() -- text -> tokens (malloc'd *ids); special tokens parsed when `special`. */
 int gen_encode(const char *cmd, gen_ctx *g, const char *text, int special, unsigned flags,
                int32_t **ids, int64_t *n);
-/* gen_print_cb() -- a tq_gen_fn that writes the text to stdout and flushes. */
+/* gen_print_cb() -- a tq_gen_fn that writes the text to stdout and flushes; returns 1 (stop)
+ * when stdout cannot be written (main() reports it). */
 int gen_print_cb(void *user, int32_t token, const char *text, size_t len);
-/* gen_print_stats() -- "prompt N tok, X tok/s | generated M tok, Y tok/s | stop: eos" to stderr. */
-void gen_print_stats(const tq_gen_stats *st);
+/* gen_print_stats() -- "prompt N tok, X tok/s | generated M tok, Y tok/s | stop: eos" to stderr;
+ * N counts n_cached more prompt tokens restored from a prompt cache (not in X). */
+void gen_print_stats(const tq_gen_stats *st, int64_t n_cached);
 
 #endif

@@ -16,9 +16,9 @@ static void usage(void)
            "  -f TEXT       text file\n"
            "  --kv LIST     comma-separated schemes (repeatable): %s\n"
            "  --teacher T   the reference cache (default f32)\n"
-           "  --ctx N       window length (even, default 512)\n"
+           "  --ctx N       window length, even, 4..1048576 (default 512)\n"
            "  --chunks N    number of windows (default 32; 0 = all)\n"
-           "  -t N          threads (default: every core)\n"
+           "  -t N          threads, 0..256 (default 0 = every core)\n"
            "  --json F      also write the results as JSON to F ('-' = stdout)\n",
            EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
 }
@@ -69,17 +69,16 @@ int cmd_kl(int argc, char **argv)
     tq_status st = tq_kv_scheme_parse(teach, &teacher);
     if (st)
         return cli_error(cmd, st, "--teacher '%s'", teach), 2;
-    for (char *tok = strtok(lists, ","); tok; tok = strtok(NULL, ",")) {
-        if (ns == KL_MAX_SCHEMES) {
-            fprintf(stderr, "tq kl: at most %d schemes\n", KL_MAX_SCHEMES);
-            return 2;
-        }
-        if ((st = tq_kv_scheme_parse(tok, &sch[ns])))
-            return cli_error(cmd, st, "--kv '%s'", tok), 2;
-        names[ns++] = tok;
-    }
-    if (ctx < 4 || ctx % 2 || ctx > 1 << 20 || chunks < 0) {
-        fprintf(stderr, "tq kl: --ctx %ld must be even and >= 4, --chunks >= 0\n", ctx);
+    char given[sizeof(lists)];
+    snprintf(given, sizeof(given), "%s", lists);
+    if (cli_str_list(cmd, "--kv", given, lists, names, KL_MAX_SCHEMES, &ns))
+        return 2;
+    for (int k = 0; k < ns; k++)
+        if ((st = tq_kv_scheme_parse(names[k], &sch[k])))
+            return cli_error(cmd, st, "--kv '%s'", names[k]), 2;
+    if (ctx % 2) {
+        fprintf(stderr, "tq kl: --ctx %ld must be even (valid: even numbers 4 .. %d)\n", ctx,
+                EVAL_MAX_CTX);
         return 2;
     }
     tq_model *m;

@@ -27,11 +27,14 @@ static void usage(FILE *f)
             "                     2048 rows, 5 runs): a few seconds\n"
             "  --schemes LIST     comma-separated schemes (default %s)\n"
             "                     valid: %s\n"
+            "                     but not the +rk variants: they exist in the engine's turbo\n"
+            "                     cache only (measure them with tq kl / tq ppl --kv)\n"
             "  --head-dim LIST    comma-separated head_dims (default 128; turbo: 64,128,256,512)\n"
             "  --isa LIST         scalar,avx2,avx512 or all (default all this CPU runs)\n"
-            "  --threads LIST     thread counts (default 1 and the number of online CPUs)\n"
-            "  --rows N           rows per run (default 16384)\n"
-            "  --runs N           timed runs per case, median reported (default 7, at least 5)\n"
+            "  --threads LIST     thread counts, 1..256 each (default 1 and the number of online\n"
+            "                     CPUs; more than that is allowed with a warning)\n"
+            "  --rows N           rows per run, 1..16777216 (default 16384)\n"
+            "  --runs N           timed runs per case, 5..1000, median reported (default 7)\n"
             "  --no-quality       skip the MSE / cosine table\n"
             "  -h, --help         this text\n",
             quick_schemes, default_schemes, tq_kv_schemes_help());
@@ -89,15 +92,6 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* split "a,b,c" into at most MAX_LIST items (modifies s) */
-static int split(char *s, char **out)
-{
-    int n = 0;
-    for (char *tok = strtok(s, ","); tok && n < MAX_LIST; tok = strtok(NULL, ","))
-        out[n++] = tok;
-    return n;
-}
-
 /* the yardstick: copy the K and the V fp32 rows (n bytes each), split over the threads */
 typedef struct memcpy_job {
     const uint8_t *src[2];
@@ -146,11 +140,11 @@ int cmd_kv_bench(int argc, char **argv)
             threads_arg = v;
             i++;
         } else if (!strcmp(a, "--rows")) {
-            if (cli_int(cmd, a, v, &rows))
+            if (cli_long(cmd, a, v, 1, 1L << 24, &rows))
                 return 2;
             i++;
         } else if (!strcmp(a, "--runs")) {
-            if (cli_int(cmd, a, v, &runs))
+            if (cli_long(cmd, a, v, 5, 1000, &runs))
                 return 2;
             i++;
         } else {
@@ -174,10 +168,6 @@ int cmd_kv_bench(int argc, char **argv)
     }
     if (!schemes_arg)
         schemes_arg = default_schemes;
-    if (rows < 1 || rows > (1L << 24))
-        return cli_error(cmd, TQ_OK, "--rows %ld out of range (valid: 1 .. 16777216)", rows), 2;
-    if (runs < 5 || runs > 1000)
-        return cli_error(cmd, TQ_OK, "--runs %ld out of range (valid: 5 .. 1000)", runs), 2;
 
     /* parse lists */
     char sbuf[1024], dbuf[256], ibuf[256], tbuf[256];
@@ -192,7 +182,12 @@ int cmd_kv_bench(int argc, char **argv)
         snprintf(tbuf, sizeof(tbuf), "1,%ld", ncpu);
     else
         snprintf(tbuf, sizeof(tbuf), "1");
-    const int ns = split(sbuf, sl), nd = split(dbuf, dl), ni0 = split(ibuf, il), nt = split(tbuf, tl);
+    int ns = 0, nd = 0, ni0 = 0, nt = 0;
+    if (cli_str_list(cmd, "--schemes", schemes_arg, sbuf, sl, MAX_LIST, &ns) ||
+        cli_str_list(cmd, "--head-dim", dims_arg, dbuf, dl, MAX_LIST, &nd) ||
+        cli_str_list(cmd, "--isa", isa_arg, ibuf, il, MAX_LIST, &ni0) ||
+        cli_str_list(cmd, "--threads", threads_arg ? threads_arg : tbuf, tbuf, tl, MAX_LIST, &nt))
+        return 2;
     tq_kv_scheme schemes[MAX_LIST];
     int dims[MAX_LIST], threads[MAX_LIST];
     tq_isa isas[TQ_ISA_COUNT];
@@ -200,27 +195,32 @@ int cmd_kv_bench(int argc, char **argv)
     for (int i = 0; i < ns; i++) {
         tq_status st = tq_kv_scheme_parse(sl[i], &schemes[i]);
         if (st != TQ_OK)
-            return cli_error(cmd, st, "--schemes"), 2;
+            return cli_error(cmd, st, "--schemes '%s'", sl[i]), 2;
+        if (schemes[i].flags) { /* refused before anything runs (the row codec has no +rk) */
+            tq_kv_scheme base = schemes[i];
+            char bn[32];
+            base.flags = 0;
+            tq_kv_scheme_name(base, bn, sizeof(bn));
+            return cli_error(cmd, TQ_OK,
+                             "--schemes '%s': +rk is a variant of the engine's turbo cache (keys "
+                             "rotated inside the cache, queries at attention) that the row codec "
+                             "timed here does not run; benchmark %s here and measure %s with "
+                             "tq kl or tq ppl --kv %s", sl[i], bn, sl[i], sl[i]),
+                   2;
+        }
     }
     for (int i = 0; i < nd; i++) {
-        long v;
-        if (cli_int(cmd, "--head-dim", dl[i], &v))
+        if (cli_int(cmd, "--head-dim", dl[i], 1, 1 << 16, &dims[i]))
             return 2;
-        dims[i] = (int)v;
         for (int k = 0; k < ns; k++) {
             tq_status st = tq_kv_check(schemes[k], dims[i]);
             if (st != TQ_OK)
-                return cli_error(cmd, st, "--head-dim %ld", v), 2;
+                return cli_error(cmd, st, "--head-dim %d", dims[i]), 2;
         }
     }
-    for (int i = 0; i < nt; i++) {
-        long v;
-        if (cli_int(cmd, "--threads", tl[i], &v))
+    for (int i = 0; i < nt; i++)
+        if (cli_threads(cmd, "--threads", tl[i], 1, &threads[i]))
             return 2;
-        if (v < 1 || v > 256)
-            return cli_error(cmd, TQ_OK, "--threads %ld out of range (valid: 1 .. 256)", v), 2;
-        threads[i] = (int)v;
-    }
     for (int i = 0; i < ni0; i++) {
         if (!strcmp(il[i], "all")) {
             for (int k = 0; k < TQ_ISA_COUNT; k++)
@@ -350,7 +350,10 @@ int cmd_kv_bench(int argc, char **argv)
                            name, d, tq_isa_name(isas[ii]), threads[ti], rows / te, fbytes / te * 1e-9,
                            xe, rows / td, fbytes / td * 1e-9, xd, fbytes / tc * 1e-9,
                            kb + vb);
-                    fflush(stdout);
+                    if (cli_flush()) { /* stdout is gone: stop (tq.c says why) */
+                        rc = 1;
+                        goto done;
+                    }
                 }
         }
     }

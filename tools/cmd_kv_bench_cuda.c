@@ -31,25 +31,12 @@ static void usage(FILE *f)
             "  --quick     a few seconds: bf16 and turbo:k8v3 at ctx 4096,32768, batch 1, 5 calls\n");
 }
 
-static int parse_list(const char *cmd, const char *flag, const char *s, long *out, int cap)
+/* a comma list of positive integers up to hi (cli_args.h) into out; -1 on a bad one */
+static int parse_list(const char *cmd, const char *flag, const char *s, int64_t hi, int64_t *out,
+                      int cap)
 {
     int n = 0;
-    char buf[512];
-    snprintf(buf, sizeof(buf), "%s", s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (n == cap) {
-            cli_error(cmd, TQ_OK, "%s: more than %d values", flag, cap);
-            return -1;
-        }
-        char *end;
-        const long v = strtol(tok, &end, 10);
-        if (*end || v <= 0) {
-            cli_error(cmd, TQ_OK, "%s: '%s' is not a positive integer", flag, tok);
-            return -1;
-        }
-        out[n++] = v;
-    }
-    return n;
+    return cli_i64_list(cmd, flag, s, 1, hi, out, cap, &n) ? -1 : n;
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -66,10 +53,10 @@ int cmd_kv_bench_cuda(int argc, char **argv)
         return 0;
     }
     const char *schemes = "bf16,kv8,turbo:k8v3,turbo:k4v3", *csv_path = NULL;
-    long dims[8], ctxs[32], batches[8];
+    int64_t dims[8], ctxs[32], batches[8];
     int n_dims = 1, n_ctx = 6, n_b = 2;
     dims[0] = 128;
-    const long ctx_def[6] = {1024, 4096, 16384, 32768, 65536, 131072};
+    const int64_t ctx_def[6] = {1024, 4096, 16384, 32768, 65536, 131072};
     for (int i = 0; i < 6; i++)
         ctxs[i] = ctx_def[i];
     batches[0] = 1;
@@ -99,21 +86,21 @@ int cmd_kv_bench_cuda(int argc, char **argv)
         else if (!strcmp(a, "--csv"))
             csv_path = v;
         else if (!strcmp(a, "--head-dim"))
-            r = (n_dims = parse_list(cmd, a, v, dims, 8)) < 0;
+            r = (n_dims = parse_list(cmd, a, v, 4096, dims, 8)) < 0;
         else if (!strcmp(a, "--ctx"))
-            r = (n_ctx = parse_list(cmd, a, v, ctxs, 32)) < 0;
+            r = (n_ctx = parse_list(cmd, a, v, 1L << 30, ctxs, 32)) < 0;
         else if (!strcmp(a, "--batch"))
-            r = (n_b = parse_list(cmd, a, v, batches, 8)) < 0;
+            r = (n_b = parse_list(cmd, a, v, 4096, batches, 8)) < 0;
         else if (!strcmp(a, "--heads"))
-            r = cli_int(cmd, a, v, &heads);
+            r = cli_long(cmd, a, v, 1, 1024, &heads);
         else if (!strcmp(a, "--kv-heads"))
-            r = cli_int(cmd, a, v, &kv_heads);
+            r = cli_long(cmd, a, v, 1, 1024, &kv_heads);
         else if (!strcmp(a, "--n-q"))
-            r = cli_int(cmd, a, v, &n_q);
+            r = cli_long(cmd, a, v, 1, 1024, &n_q);
         else if (!strcmp(a, "--reps"))
-            r = cli_int(cmd, a, v, &reps);
+            r = cli_long(cmd, a, v, 1, 10000, &reps);
         else if (!strcmp(a, "--splits"))
-            r = cli_int(cmd, a, v, &splits);
+            r = cli_long(cmd, a, v, 0, 1024, &splits);
         else if (!strcmp(a, "--timing")) {
             time_cold = !strcmp(v, "cold") || !strcmp(v, "both");
             time_host = !strcmp(v, "host") || !strcmp(v, "both");
@@ -134,6 +121,19 @@ int cmd_kv_bench_cuda(int argc, char **argv)
         cli_error(cmd, TQ_OK, "--heads %ld must be a positive multiple of --kv-heads %ld; --n-q, --reps > 0", heads,
                   kv_heads);
         return 2;
+    }
+    {   /* every scheme name checked before the device is touched */
+        char buf[512], *items[32];
+        int n = 0;
+        snprintf(buf, sizeof(buf), "%s", schemes);
+        if (cli_str_list(cmd, "--schemes", schemes, buf, items, 32, &n))
+            return 2;
+        for (int k = 0; k < n; k++) {
+            tq_kv_scheme s;
+            tq_status ps = tq_kv_scheme_parse(items[k], &s);
+            if (ps != TQ_OK)
+                return cli_error(cmd, ps, "--schemes '%s'", items[k]), 2;
+        }
     }
     if (!tq_cuda_compiled())
         return cli_error(cmd, TQ_OK, "this build has no CUDA kernels (no nvcc at build time)");
@@ -215,7 +215,7 @@ int cmd_kv_bench_cuda(int argc, char **argv)
                             fprintf(csv, "%s,%s,%d,%d,%ld,%ld,%ld,%ld,%.3f,%.3f,%zu,%.1f,%.1f,%.1f,%s\n", dev, name, d,
                                     batch, ctx, heads, kv_heads, n_q, med, mn, bytes, gbps, 100.0 * gbps / copy_gbps,
                                     copy_gbps, tname);
-                        fflush(stdout);
+                        cli_flush();
                     }
                     if (st != TQ_OK && !rc) {
                         cli_error(cmd, st, "%s d=%d batch=%d ctx=%ld", name, d, batch, ctx);

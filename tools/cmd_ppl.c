@@ -11,9 +11,9 @@ static void usage(void)
            "  -m MODEL      GGUF file or HF directory (default %s)\n"
            "  -f TEXT       text file (e.g. ../shared/assets/corpora/wikitext-2-raw-test.txt)\n"
            "  --kv S        %s\n"
-           "  --ctx N       window length (even, default 512)\n"
-           "  --chunks N    evaluate only the first N windows (default: all)\n"
-           "  -t N          threads (default: every core)\n"
+           "  --ctx N       window length, even, 4..1048576 (default 512)\n"
+           "  --chunks N    evaluate only the first N windows (default 0 = all)\n"
+           "  -t N          threads, 0..256 (default 0 = every core)\n"
            "  --json F      also write the result as JSON to F ('-' = stdout)\n",
            EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
 }
@@ -53,8 +53,9 @@ int cmd_ppl(int argc, char **argv)
     tq_status st = tq_kv_scheme_parse(kvs, &kv);
     if (st)
         return cli_error(cmd, st, "--kv '%s'", kvs), 2;
-    if (ctx < 4 || ctx % 2 || ctx > 1 << 20) {
-        fprintf(stderr, "tq ppl: --ctx %ld must be even and >= 4\n", ctx);
+    if (ctx % 2) {
+        fprintf(stderr, "tq ppl: --ctx %ld must be even (valid: even numbers 4 .. %d)\n", ctx,
+                EVAL_MAX_CTX);
         return 2;
     }
     tq_model *m;

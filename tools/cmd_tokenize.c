@@ -1,5 +1,6 @@
 /* cmd_tokenize.c -- `tq tokenize`: text -> token ids (and pieces) with a tokenizer.json or a GGUF
  * file's vocabulary; or ids -> text with --decode; or a chat rendered with the model's template. */
+#include <errno.h>
 #include <time.h>
 
 #include "cli.h"
@@ -203,6 +204,8 @@ int cmd_tokenize(int argc, char **argv)
         if (text)
             memcpy(text, prompt, n_text + 1);
     } else {
+        if (cli_not_dir("tokenize", "-f", file))
+            goto out;
         FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
         if (!f) {
             fprintf(stderr, "tq tokenize: cannot open %s\n", file);
@@ -226,9 +229,16 @@ int cmd_tokenize(int argc, char **argv)
         char *buf;
         ids = malloc((n_text / 2 + 2) * sizeof(int32_t));
         while (ids) {
+            errno = 0;
             long v = strtol(p, &end, 10);
             if (end == p)
                 break;
+            if (errno == ERANGE || v < 0 || v > INT32_MAX) {
+                fprintf(stderr, "tq tokenize: --decode: id %.*s is out of range (valid: 0 .. "
+                                "2147483647)\n", (int)(end - p), p);
+                rc = 2;
+                goto out;
+            }
             ids[n_ids++] = (int32_t)v;
             p = end;
         }

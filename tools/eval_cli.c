@@ -14,12 +14,15 @@ int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e)
     else if (!strcmp(a, "--json"))
         e->json = v;
     else if (!strcmp(a, "--ctx") || !strcmp(a, "-c"))
-        return cli_int(cmd, a, v, &e->ctx) ? -1 : 1;
+        return cli_long(cmd, a, v, 4, EVAL_MAX_CTX, &e->ctx) ? -1 : 1;
     else if (!strcmp(a, "--chunks"))
-        return cli_int(cmd, a, v, &e->chunks) ? -1 : 1;
-    else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-        return cli_int(cmd, a, v, &e->threads) ? -1 : 1;
-    else
+        return cli_long(cmd, a, v, 0, INT32_MAX, &e->chunks) ? -1 : 1;
+    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        int t = 0;
+        if (cli_threads(cmd, a, v, 0, &t))
+            return -1;
+        e->threads = t;
+    } else
         return 0;
     return 1;
 }
@@ -50,6 +53,8 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
     char *buf = NULL;
     *m = NULL;
     *tokens = NULL;
+    if (cli_not_dir(cmd, "-f", text))
+        return 1;
     FILE *f = fopen(text, "rb");
     if (!f) {
         fprintf(stderr, "tq %s: cannot open text '%s' (-f): %s\n", cmd, text, strerror(errno));
@@ -112,7 +117,7 @@ FILE *eval_json_open(const char *cmd, const char *path, char *tmp)
 int eval_json_close(const char *cmd, FILE *f, const char *path, const char *tmp)
 {
     if (f == stdout)
-        return fflush(stdout) ? 1 : 0;
+        return cli_flush();
     const int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         fprintf(stderr, "tq %s: cannot write '%s': %s (kept any earlier file)\n", cmd, path,

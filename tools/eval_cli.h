@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #define EVAL_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define EVAL_MAX_CTX (1 << 20) /* the longest --ctx window (an even number from 4) */
 
 /* The flags both commands take: -m/--model, -f/--file, --json, --ctx/-c, --chunks,
  * -t/--threads. */
@@ -15,7 +16,8 @@ typedef struct eval_args {
 } eval_args;
 
 /* eval_flag() -- take flag a with value v if it is a common one: 1 taken, 0 not a common flag,
- * -1 a bad value (message printed). */
+ * -1 a bad value (message printed). Ranges: --ctx 4..EVAL_MAX_CTX (the caller checks that it
+ * is even), --chunks 0..2^31-1 (0 = every window), -t 0..CLI_MAX_THREADS (0 = every core). */
 int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e);
 
 /* eval_open() -- load model + tokenizer and tokenize the text file; *bos = the BOS id when the

@@ -45,7 +45,7 @@ int kv_compare(const char *cmd, gen_ctx *g, gen_args *a, const int32_t *ids, int
     }
     printf("the same question, same sampling, KV cache turbo:k8v3 (8-bit keys, 3-bit rotated "
            "values):\nassistant: ");
-    fflush(stdout);
+    cli_flush();
     if ((e = tq_generator_run(gen, ids, n_ids, gen_print_cb, NULL, &st))) {
         rc = cli_error(cmd, e, "generation failed");
         goto out;
@@ -67,7 +67,7 @@ int kv_compare(const char *cmd, gen_ctx *g, gen_args *a, const int32_t *ids, int
         tq_kv_scheme_parse(names[i], &sch[i]);
     printf("KV cache quality on a built-in text (%d tokens, KL vs an f32 cache at positions "
            "%d..%d; `tq kl` for real runs):\n", ctx, ctx / 2, ctx - 2);
-    fflush(stdout);
+    cli_flush();
     if ((e = tq_eval_kl(g->model, tok, nt, -1, teacher, sch, 4, ctx, 1, NULL, NULL, r, &tr))) {
         rc = cli_error(cmd, e, "KL evaluation");
         goto out;

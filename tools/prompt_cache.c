@@ -1,13 +1,24 @@
 /* prompt_cache.c -- `tq generate --load-prompt-cache F / --save-prompt-cache F`: restore a KV
  * cache snapshot (turboquant/eval.h, docs/FORMAT.md "KV cache snapshot") whose tokens are a
  * prefix of the prompt, and/or save the prompt's cache. */
+#include <time.h>
+
 #include "cli.h"
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int prompt_cache(const char *cmd, tq_session *s, const char *load, const char *save,
-                 const int32_t *ids, int64_t n, int64_t *skip)
+                 const int32_t *ids, int64_t n, int64_t *skip, int64_t *n_eval, double *eval_s)
 {
     tq_status st;
     *skip = 0;
+    *n_eval = 0;
+    *eval_s = 0;
     if (n < 1)
         return 0;
     if (load) {
@@ -37,8 +48,11 @@ int prompt_cache(const char *cmd, tq_session *s, const char *load, const char *s
     if (save) {
         /* evaluate the prompt but its last token (whose logits start generation), then save */
         if (n - 1 > *skip) {
+            const double t0 = now_s();
             if ((st = tq_session_eval(s, ids + *skip, n - 1 - *skip, NULL)))
                 return cli_error(cmd, st, "prompt evaluation for --save-prompt-cache");
+            *eval_s = now_s() - t0;
+            *n_eval = n - 1 - *skip;
             *skip = n - 1;
         }
         if ((st = tq_session_save(s, ids, tq_session_n_past(s), save)))

@@ -1,5 +1,9 @@
 /* tq.c -- the one command-line tool. `tq` alone runs the main job on built-in defaults;
  * `tq COMMAND --help` explains each command. The only caller of exit() in the project. */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "cli.h"
 
 typedef struct command {
@@ -45,20 +49,62 @@ static void usage(FILE *f)
     fprintf(f, "\n`tq COMMAND --help` for a command's options.\n");
 }
 
+/* A closed standard descriptor would be taken by the next open() (a model file, a --json or
+ * prompt-cache target) and what is meant for stdout would land in that file. Hold each closed
+ * one with /dev/null: read-only for stdin and stdout, so a write to a closed stdout still fails
+ * (and finish() reports it). */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            const int n = open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+}
+
+/* finish() -- every command ends here: stdout is flushed and closed, and a write to it that
+ * failed at any point (a full disk, /dev/full, a closed stdout) makes the exit code nonzero. */
+static int finish(int rc)
+{
+    int err = 0, bad = 0;
+    errno = 0;
+    if (fflush(stdout) != 0) {
+        bad = 1;
+        err = errno;
+    } else if (ferror(stdout)) {
+        bad = 1; /* an earlier write failed */
+    }
+    if (fclose(stdout) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    if (!bad)
+        return rc;
+    if (!err)
+        err = cli_stdout_errno(); /* fflush of a stream already in error sets no errno */
+    fprintf(stderr, "tq: cannot write to standard output: %s; the output is incomplete\n",
+            err ? strerror(err) : "a write failed");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv)
 {
+    hold_std_fds();
     if (argc < 2)
-        exit(cmd_default(argc, argv));
+        exit(finish(cmd_default(argc, argv)));
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        exit(0);
+        exit(finish(0));
     }
     if (!strcmp(argv[1], "--version"))
-        exit(cmd_version(argc - 1, argv + 1));
+        exit(finish(cmd_version(argc - 1, argv + 1)));
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
-            exit(commands[i].fn(argc - 1, argv + 1));
+            exit(finish(commands[i].fn(argc - 1, argv + 1)));
     fprintf(stderr, "tq: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
-    exit(2);
+    exit(finish(2));
 }
