@@ -54,11 +54,13 @@ static void scores8(const float *q, const float *K, int nv, int hd, float scale,
         const int nk = nv - k0 < 8 ? nv - k0 : 8;
         __m256 a[8];
         const __m256 q0 = _mm256_loadu_ps(q);
+        #pragma GCC unroll 8
         for (int u = 0; u < 8; u++)
             a[u] = u < nk ? _mm256_mul_ps(q0, _mm256_loadu_ps(K + (size_t)(k0 + u) * hd))
                           : _mm256_setzero_ps();
         for (int i = 8; i < hd; i += 8) {
             const __m256 qi = _mm256_loadu_ps(q + i);
+            #pragma GCC unroll 8
             for (int u = 0; u < nk; u++)
                 a[u] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(K + (size_t)(k0 + u) * hd + i), a[u]);
         }
@@ -73,43 +75,56 @@ static void scores8(const float *q, const float *K, int nv, int hd, float scale,
     }
 }
 
-/* V row -> rotated domain: 8 indices of b bits fill exactly b bytes; broadcast them as a u64,
- * shift 64-bit lanes right by k*b, mask, gather the low halves into 8 int32 lanes, look the
- * centroid up with permutes of 8-entry tables (b <= 3: one; b = 4: two and a blend on bit 3;
- * b = 5: four and blends on bits 3, 4; b = 8: a gather). Same values as
- * tq_attn_dec_v_rot_scalar (C[idx] * scale, one float rounding, widened to double). */
-static inline __m256i unpack8(const uint8_t *p, int vb, __m256i sh_lo, __m256i sh_hi,
-                              __m256i mask)
-{
-    if (vb == 8)
-        return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
-    const __m256i u = _mm256_set1_epi64x((long long)kv_rd_le(p, vb));
-    const __m256i a = _mm256_and_si256(_mm256_srlv_epi64(u, sh_lo), mask); /* idx 0..3 */
-    const __m256i b = _mm256_and_si256(_mm256_srlv_epi64(u, sh_hi), mask); /* idx 4..7 */
-    /* low 32 bits of each 64-bit lane: [0 1 4 5 | 2 3 6 7], then the quarters in order */
-    const __m256 ab = _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b),
-                                        _MM_SHUFFLE(2, 0, 2, 0));
-    return _mm256_permute4x64_epi64(_mm256_castps_si256(ab), 0xD8);
-}
-
-static void dec_v_rot256(const uint8_t *row, int d, int vb, double *out)
+/* V row -> rotated domain, one body per width (vb a constant after inlining): 8 indices of b
+ * bits fill exactly b bytes. b <= 4: load them as a u32 (for b < 4 the load runs into the next
+ * chunk or the row's scales, which follow the indices), broadcast, shift lane k right by k*b,
+ * mask; b = 5: the same on a u64 in two halves of 4 lanes; b = 8: widen the bytes. The centroid
+ * comes from permutes of 8-entry tables (b <= 3: one; b = 4: two and a blend on bit 3; b = 5:
+ * four and blends on bits 3, 4) or a gather (b = 8). Same values as tq_attn_dec_v_rot_scalar
+ * (C[idx] * scale, one float rounding, widened to double). */
+static inline __attribute__((always_inline)) void dec_v_body(const uint8_t *row, int d,
+                                                             const int vb, double *out)
 {
     const float *C = tq_kv_centroids(vb);
-    const uint8_t *sc = tq_kv_turbo_v_scales(row, d, vb);
-    float tab[32] = {0}; /* the codebook padded to a whole number of 8-entry tables */
-    const int nc = vb == 8 ? 0 : 1 << vb;
-    memcpy(tab, C, (size_t)nc * sizeof(float));
-    const __m256 t0 = _mm256_loadu_ps(tab), t1 = _mm256_loadu_ps(tab + 8);
-    const __m256 t2 = _mm256_loadu_ps(tab + 16), t3 = _mm256_loadu_ps(tab + 24);
+    const uint8_t *sc = row + tq_kv_packed_bytes(d, vb);
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+    if (vb == 2)
+        t0 = _mm256_maskload_ps(C, _mm256_set_epi32(0, 0, 0, 0, -1, -1, -1, -1));
+    if (vb >= 3 && vb <= 5)
+        t0 = _mm256_loadu_ps(C);
+    if (vb == 4 || vb == 5)
+        t1 = _mm256_loadu_ps(C + 8);
+    if (vb == 5) {
+        t2 = _mm256_loadu_ps(C + 16);
+        t3 = _mm256_loadu_ps(C + 24);
+    }
+    const __m256i sh32 = _mm256_set_epi32(7 * vb, 6 * vb, 5 * vb, 4 * vb, 3 * vb, 2 * vb, vb, 0);
+    const __m256i m32 = _mm256_set1_epi32((1 << (vb & 31)) - 1);
     const __m256i sh_lo = _mm256_set_epi64x(3 * vb, 2 * vb, vb, 0);
     const __m256i sh_hi = _mm256_set_epi64x(7 * vb, 6 * vb, 5 * vb, 4 * vb);
-    const __m256i mask = _mm256_set1_epi64x((1ll << (vb & 63)) - 1);
+    const __m256i m64 = _mm256_set1_epi64x((1ll << (vb & 63)) - 1);
     for (int g = 0; g < d / TQ_KV_GROUP; g++) {
-        const __m256 s = _mm256_set1_ps(tq_f16_to_f32(tq_rd16(sc + 2 * g)));
+        const __m256 s = _mm256_set1_ps(_cvtsh_ss(tq_rd16(sc + 2 * g)));
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const uint8_t *p = vb == 8 ? row + g * TQ_KV_GROUP + 8 * c
                                        : row + (size_t)g * 4 * vb + (size_t)c * vb;
-            const __m256i idx = unpack8(p, vb, sh_lo, sh_hi, mask);
+            __m256i idx;
+            if (vb == 8) {
+                idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+            } else if (vb <= 4) {
+                uint32_t u;
+                memcpy(&u, p, 4);
+                idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)u), sh32), m32);
+            } else {
+                const __m256i u = _mm256_set1_epi64x((long long)kv_rd_le(p, vb));
+                const __m256i lo = _mm256_and_si256(_mm256_srlv_epi64(u, sh_lo), m64);
+                const __m256i hi = _mm256_and_si256(_mm256_srlv_epi64(u, sh_hi), m64);
+                /* low halves of the 64-bit lanes: [0 1 4 5 | 2 3 6 7], then quarters in order */
+                const __m256 ab = _mm256_shuffle_ps(_mm256_castsi256_ps(lo),
+                                                    _mm256_castsi256_ps(hi), _MM_SHUFFLE(2, 0, 2, 0));
+                idx = _mm256_permute4x64_epi64(_mm256_castps_si256(ab), 0xD8);
+            }
             __m256 y;
             if (vb <= 3) {
                 y = _mm256_permutevar8x32_ps(t0, idx);
@@ -133,6 +148,17 @@ static void dec_v_rot256(const uint8_t *row, int d, int vb, double *out)
             _mm256_storeu_pd(o, _mm256_cvtps_pd(_mm256_castps256_ps128(y)));
             _mm256_storeu_pd(o + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)));
         }
+    }
+}
+
+static void dec_v_rot256(const uint8_t *row, int d, int vb, double *out)
+{
+    switch (vb) {
+    case 2: dec_v_body(row, d, 2, out); break;
+    case 3: dec_v_body(row, d, 3, out); break;
+    case 4: dec_v_body(row, d, 4, out); break;
+    case 5: dec_v_body(row, d, 5, out); break;
+    default: dec_v_body(row, d, 8, out); break;
     }
 }
 
@@ -218,14 +244,17 @@ static void block256(const float *q, const float *K, const double *V, int nv, in
     S[1] += (l4[0] + l4[1]) + (l4[2] + l4[3]);
     for (int c = 0; c < hd; c += 32) {
         __m256d a[8];
+        #pragma GCC unroll 8
         for (int u = 0; u < 8; u++)
             a[u] = _mm256_loadu_pd(acc + c + 4 * u);
         for (int k = 0; k < nv; k++) {
             const __m256d w = _mm256_set1_pd(p[k]);
             const double *v = V + (size_t)k * hd + c;
+            #pragma GCC unroll 8
             for (int u = 0; u < 8; u++)
                 a[u] = _mm256_fmadd_pd(w, _mm256_loadu_pd(v + 4 * u), a[u]);
         }
+        #pragma GCC unroll 8
         for (int u = 0; u < 8; u++)
             _mm256_storeu_pd(acc + c + 4 * u, a[u]);
     }

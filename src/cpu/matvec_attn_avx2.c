@@ -106,19 +106,23 @@ heads_body(const float *q, int G, const void *K, const void *V, tq_attn_rows row
             __m256 a[8];
             const __m256 q0 = _mm256_loadu_ps(qh);
             if (nk == 8) {
+                #pragma GCC unroll 8
                 for (int u = 0; u < 8; u++)
                     a[u] = _mm256_mul_ps(q0, ld8(K, (t + u) * hd, rows));
                 for (int i = 8; i < hd; i += 8) {
                     const __m256 qi = _mm256_loadu_ps(qh + i);
+                    #pragma GCC unroll 8
                     for (int u = 0; u < 8; u++)
                         a[u] = _mm256_fmadd_ps(qi, ld8(K, (t + u) * hd + i, rows), a[u]);
                 }
             } else {
+                #pragma GCC unroll 8
                 for (int u = 0; u < 8; u++)
                     a[u] = u < nk ? _mm256_mul_ps(q0, ld8(K, (t + u) * hd, rows))
                                   : _mm256_setzero_ps();
                 for (int i = 8; i < hd; i += 8) {
                     const __m256 qi = _mm256_loadu_ps(qh + i);
+                    #pragma GCC unroll 8
                     for (int u = 0; u < nk; u++)
                         a[u] = _mm256_fmadd_ps(qi, ld8(K, (t + u) * hd + i, rows), a[u]);
                 }
@@ -136,10 +140,12 @@ heads_body(const float *q, int G, const void *K, const void *V, tq_attn_rows row
         for (int d = 0; d < hd; d += 32) {
             const int nv = hd - d < 32 ? (hd - d) / 8 : 4;
             __m256 o0[4], o1[4];
+            #pragma GCC unroll 8
             for (int u = 0; u < 4; u++)
                 o0[u] = o1[u] = _mm256_setzero_ps();
             for (int64_t t = 0; t < n_keys; t++) {
                 const __m256 p0 = _mm256_set1_ps(w0[t]), p1 = _mm256_set1_ps(w1[t]);
+                #pragma GCC unroll 8
                 for (int u = 0; u < nv; u++) {
                     const __m256 v = ld8(V, t * hd + d + 8 * u, rows);
                     o0[u] = _mm256_fmadd_ps(p0, v, o0[u]);
@@ -147,6 +153,7 @@ heads_body(const float *q, int G, const void *K, const void *V, tq_attn_rows row
                         o1[u] = _mm256_fmadd_ps(p1, v, o1[u]);
                 }
             }
+            #pragma GCC unroll 8
             for (int u = 0; u < nv; u++) {
                 _mm256_storeu_ps(out + (size_t)h * hd + d + 8 * u,
                                  _mm256_mul_ps(o0[u], _mm256_set1_ps(i0)));
