@@ -1,5 +1,5 @@
 /* test_kv_ref.c -- the scalar reference against hand-derived facts from the reference document
- * (/work/shared/reference/turboquant-kv-reference.md, turboquant-constants.json): packing test
+ * (../shared/reference/turboquant-kv-reference.md, turboquant-constants.json): packing test
  * vectors, table bits, sign strings, searchsorted tie rules, degenerate blocks (the constant-block
  * NaN defect, all-zero V groups), NaN/inf rules, and exact small rows. */
 #include "core/core.h"

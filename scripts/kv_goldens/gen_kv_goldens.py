@@ -14,7 +14,8 @@ vllm-project/vllm-metal and is never stored in this repository:
 What the generator does to the reference module, and nothing else:
   * `from vllm.logger import init_logger` is satisfied by a stub module (stdlib logging);
   * the 2/4/5/8-bit Lloyd-Max tables are put into the module's own cache `_LLOYD_MAX_CACHE`
-    from /work/shared/reference/turboquant-constants.json (the fixed tables SPEC A1 pins; the
+    from ../shared/reference/turboquant-constants.json (next to the repository; --constants
+    or $TQ_CONSTANTS give another) (the fixed tables SPEC A1 pins; the
     reference would otherwise re-derive them with MLX on this CPU, which differs by ulps from the
     Apple-GPU capture). The 3-bit table is the reference's own hardcoded one (checked equal to
     the JSON).
@@ -383,11 +384,18 @@ def main():
     src.add_argument("--ref-file", help="a copy of vllm_metal/attention/caches/turboquant.py")
     ap.add_argument("--rev", default="HEAD", help="revision of --repo (default HEAD)")
     ap.add_argument("--ref-commit", help="commit the --ref-file came from (recorded)")
-    ap.add_argument("--constants", default=os.environ.get(
-        "TQ_CONSTANTS", "/work/shared/reference/turboquant-constants.json"))
+    ap.add_argument("--constants", default=os.environ.get("TQ_CONSTANTS", os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "reference",
+        "turboquant-constants.json")),
+        help="the pinned tables (default: ../shared/reference/turboquant-constants.json next to "
+             "the repository, or $TQ_CONSTANTS)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                    "..", "..", "tests", "data", "kv_goldens"))
     args = ap.parse_args()
+    if not os.path.isfile(args.constants):
+        sys.exit(f"gen_kv_goldens.py: {os.path.normpath(args.constants)} is missing; it comes "
+                 "from the shared folder, ../shared next to the repository (give the file with "
+                 "--constants or $TQ_CONSTANTS)")
 
     import mlx.core as mx
     mx.set_default_device(mx.cpu)

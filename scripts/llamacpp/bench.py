@@ -28,11 +28,17 @@ import numpy as np
 
 N_PREFILL = 512
 N_DECODE = 32
+# The shared folder sits next to the repository (../shared from its root), wherever it is.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEF_TEXT = os.path.join(ROOT, "..", "shared", "assets", "corpora", "wikitext-2-raw-test.txt")
 
 
-def text_tokens(llm, n):
-    path = "/work/shared/assets/corpora/wikitext-2-raw-test.txt"
-    txt = open(path, encoding="utf-8").read(200000) if os.path.exists(path) else "hello world " * 2000
+def text_tokens(llm, n, path):
+    if not os.path.isfile(path):
+        sys.exit(f"bench.py: the prompt text {os.path.normpath(path)} is missing; it comes from "
+                 "the shared folder, ../shared next to the repository (give another file with "
+                 "--text FILE)")
+    txt = open(path, encoding="utf-8").read(200000)
     toks = llm.tokenize(txt.encode(), add_bos=False, special=False)
     return (toks * (n // max(len(toks), 1) + 1))[:n]
 
@@ -82,6 +88,9 @@ def main():
     ap.add_argument("--tq", help="path of the tq binary: also run `tq bench` and print ratios")
     ap.add_argument("--tq-weights", default="auto",
                     help="tq --weights: auto = f16 for an F16 file, bf16 otherwise")
+    ap.add_argument("--text", default=DEF_TEXT,
+                    help="text whose tokens feed the runs (default: wikitext-2 test from "
+                         "../shared next to the repository)")
     a = ap.parse_args()
     depths = [int(x) for x in a.depths.split(",")]
     import llama_cpp
@@ -93,7 +102,7 @@ def main():
     for model in a.models.split(","):
         llm = Llama(model_path=model, n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=a.threads,
                     n_threads_batch=a.threads, verbose=False)
-        toks = text_tokens(llm, 2048)
+        toks = text_tokens(llm, 2048, a.text)
         w = a.tq_weights
         if w == "auto":
             w = "f16" if ".F16." in model else "bf16"

@@ -9,14 +9,18 @@ For each KV type: one context of 8192 + 64 tokens; real text is prefilled up to 
 Configurations: f16 without flash attention (llama.cpp's CPU default), f16 with it, q8_0 K+V
 with it (llama.cpp needs flash attention for a quantized V cache).
 usage: python3 scripts/quality/llamacpp_depth.py [--depths 1024,4096,8192] [--steps 8]
-       [--rounds 3] [--json OUT]
+       [--rounds 3] [--json OUT] [--text FILE]
 """
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
-import llama_cpp
+# The shared folder sits next to the repository (../shared from its root), wherever it is.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEF_TEXT = os.path.join(ROOT, "..", "shared", "assets", "corpora", "wikitext-2-raw-test.txt")
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -25,9 +29,17 @@ ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--json")
 ap.add_argument("--depths", default="1024,4096,8192")
+ap.add_argument("--text", default=DEF_TEXT,
+                help="prefill text (default: wikitext-2 test from ../shared next to the repository)")
 a = ap.parse_args()
 DEPTHS = [int(x) for x in a.depths.split(",")]
-txt = open("/work/shared/assets/corpora/wikitext-2-raw-test.txt", encoding="utf-8").read(400000)
+if not os.path.isfile(a.text):
+    sys.exit(f"llamacpp_depth.py: the prefill text {os.path.normpath(a.text)} is missing; it "
+             "comes from the shared folder, ../shared next to the repository (give another file "
+             "with --text FILE)")
+txt = open(a.text, encoding="utf-8").read(400000)
+import llama_cpp  # noqa: E402 (after the checks, so a missing text is reported first)
+
 res = []
 for name, ty, fa in (("f16", llama_cpp.GGML_TYPE_F16, False), ("f16+fa", llama_cpp.GGML_TYPE_F16, True),
                      ("q8_0+fa", llama_cpp.GGML_TYPE_Q8_0, True)):
