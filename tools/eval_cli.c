@@ -100,17 +100,19 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
     return 0;
 }
 
+static tq_atomic_file *json_af; /* the --json file being written (tq_atomic_file, io.h) */
+
 FILE *eval_json_open(const char *cmd, const char *path, char *tmp)
 {
     if (!strcmp(path, "-"))
         return stdout;
-    if (snprintf(tmp, 4096, "%s.tmp", path) >= 4096) {
-        fprintf(stderr, "tq %s: --json path too long\n", cmd);
-        return NULL;
+    (void)tmp;
+    FILE *f = tq_atomic_file_open(path, &json_af) ? NULL : tq_atomic_file_stream(json_af);
+    if (!f) {
+        fprintf(stderr, "tq %s: cannot write '%s': %s\n", cmd, path, tq_last_error());
+        tq_atomic_file_abort(json_af);
+        json_af = NULL;
     }
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        fprintf(stderr, "tq %s: cannot write '%s': %s\n", cmd, tmp, strerror(errno));
     return f;
 }
 
@@ -118,11 +120,12 @@ int eval_json_close(const char *cmd, FILE *f, const char *path, const char *tmp)
 {
     if (f == stdout)
         return cli_flush();
-    const int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+    (void)f, (void)tmp; /* f belongs to json_af: commit flushes, fsyncs, closes, renames */
+    const tq_status st = tq_atomic_file_commit(json_af);
+    json_af = NULL;
+    if (st) {
         fprintf(stderr, "tq %s: cannot write '%s': %s (kept any earlier file)\n", cmd, path,
-                strerror(errno));
-        unlink(tmp);
+                tq_last_error());
         return 1;
     }
     return 0;

@@ -33,8 +33,9 @@ typedef struct eval_prog {
 double eval_now(void);
 void eval_progress(void *user, int64_t done, int64_t total);
 
-/* eval_json_open() / eval_json_close() -- the --json file: written to PATH.tmp, flushed, fsynced
- * and renamed over PATH on close, so an interrupted run leaves any earlier PATH whole; "-" is
+/* eval_json_open() / eval_json_close() -- the --json file: written through tq_atomic_file (io.h:
+ * PATH.tmp.<pid>, fsynced and renamed over PATH on close, so an interrupted run leaves any
+ * earlier PATH whole; FIFOs/devices written in place, symlinks resolved); "-" is
  * stdout. open returns NULL (message printed) on failure; close returns 0 or 1. tmp holds
  * at least 4096 bytes. */
 FILE *eval_json_open(const char *cmd, const char *path, char *tmp);

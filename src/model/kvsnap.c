@@ -165,18 +165,13 @@ tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_
         }
     wr64(h + 96, f.h);
 
-    const size_t plen = strlen(path);
-    char *tmp = tq_malloc(plen + 32);
-    if (!tmp)
-        return TQ_FAIL(TQ_E_NOMEM, "tq_session_save: out of memory");
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    tq_status st = TQ_OK;
-    if (!fp) {
-        st = TQ_FAIL(TQ_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto out;
-    }
-    int ok = fwrite(h, 1, SNAP_HDR, fp) == SNAP_HDR;
+    tq_atomic_file *af = NULL; /* temp + fsync + rename; FIFOs in place, symlinks resolved */
+    tq_status st = tq_atomic_file_open(path, &af);
+    if (st)
+        return st;
+    FILE *fp = tq_atomic_file_stream(af);
+    const char *tmp = tq_atomic_file_tmp_path(af) ? tq_atomic_file_tmp_path(af) : path;
+    int ok = fp && fwrite(h, 1, SNAP_HDR, fp) == SNAP_HDR;
     for (int64_t i = 0; ok && i < n_tokens; i++) {
         uint8_t b[4];
         wr32(b, (uint32_t)tokens[i]);
@@ -188,21 +183,13 @@ tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_
             ok = fwrite(c->k[l] + (size_t)g * c->n_ctx * kr, 1, n * kr, fp) == n * kr &&
                  fwrite(c->v[l] + (size_t)g * c->n_ctx * vr, 1, n * vr, fp) == n * vr;
         }
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    if (fclose(fp) != 0)
-        ok = 0;
+    ok = ok && fflush(fp) == 0;
     if (!ok) {
         st = TQ_FAIL(TQ_E_IO, "%s: write failed: %s", tmp, strerror(errno));
-        unlink(tmp);
-        goto out;
+        tq_atomic_file_abort(af); /* removes the temporary, keeps any earlier file */
+        return st;
     }
-    if (rename(tmp, path) != 0) {
-        st = TQ_FAIL(TQ_E_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-    }
-out:
-    tq_free(tmp);
-    return st;
+    return tq_atomic_file_commit(af);
 }
 
 tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int64_t tokens_cap,
