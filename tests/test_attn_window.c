@@ -48,7 +48,7 @@ static void window_kernel(tq_rng *r)
     float *K = malloc(maxk * maxd * 4), *V = malloc(maxk * maxd * 4);
     uint16_t *Kh = malloc(maxk * maxd * 2), *Vh = malloc(maxk * maxd * 2);
     float *q = malloc(maxg * maxd * 4), *o = malloc(maxg * maxd * 4), *o1 = malloc(maxd * 4);
-    const int64_t ld = 336;
+    const int64_t ld = 344; /* > 333 rounded up to 8 */
     float *sc = malloc(maxg * ld * 4);
     double *ref = malloc(maxd * sizeof(double));
     double worst = 0.0;

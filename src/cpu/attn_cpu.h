@@ -12,7 +12,8 @@ typedef enum tq_attn_rows { TQ_ATTN_F32 = 0, TQ_ATTN_F16 = 1, TQ_ATTN_BF16 = 2 }
  *     out[h] = softmax(scale * q[h] K^T) V      over n_keys >= 1 rows of K and V
  * q and out are G x hd floats (head h at h * hd); K and V are n_keys rows of hd elements stored
  * as `rows` (f16/bf16 are widened in registers, exactly); sc is scratch of G * ldsc floats with
- * ldsc >= n_keys rounded up to 8. hd must be a multiple of 8.
+ * ldsc > n_keys rounded up to 8 (the last float of each head's row holds its 1/sum). hd must be
+ * a multiple of 8.
  * Every (head, key) score, the softmax and the weighted sum are fixed functions of that head's
  * q and the window -- not of G, of the other heads or of the caller's blocking -- so a query row
  * gets the same floats alone (decode) or inside a block of rows (prefill). Float throughout:

@@ -162,17 +162,14 @@ static void dec_v_rot256(const uint8_t *row, int d, int vb, double *out)
     }
 }
 
-/* e^x for x <= 0, 4 double lanes: the same operations as exp_pd512 (attn_turbo_avx512.c), so
+/* e^x for x <= 0, 8 x 4 double lanes: the same operations as exp_pd512 (attn_turbo_avx512.c), so
  * the same values: 2^n e^r, n = rint(x log2 e), r = x - n ln2 (Cody-Waite), e^r by its degree-12
  * Taylor polynomial (Horner, FMAs); 2^n is built in the exponent field (n >= -1022 after the
  * clamp at -708, so 2^n is normal and the final product exact). */
-static inline __m256d exp_pd256(__m256d x)
+/* (8 vectors in lockstep: the 8 Horner chains run side by side instead of one 12-FMA latency
+ * chain after the other) */
+static inline void exp8_pd256(__m256d *x)
 {
-    x = _mm256_max_pd(x, _mm256_set1_pd(-708.0));
-    const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
-    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
     static const double c[13] = {1.0,
                                  1.0,
                                  1.0 / 2,
@@ -186,16 +183,29 @@ static inline __m256d exp_pd256(__m256d x)
                                  1.0 / 3628800,
                                  1.0 / 39916800,
                                  1.0 / 479001600};
-    __m256d p = _mm256_set1_pd(c[12]);
+    __m256d n[8], r[8], p[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; v++) {
+        const __m256d xv = _mm256_max_pd(x[v], _mm256_set1_pd(-708.0));
+        n[v] = _mm256_round_pd(_mm256_mul_pd(xv, _mm256_set1_pd(1.4426950408889634)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r[v] = _mm256_fnmadd_pd(n[v], _mm256_set1_pd(6.93147180369123816490e-01), xv);
+        r[v] = _mm256_fnmadd_pd(n[v], _mm256_set1_pd(1.90821492927058770002e-10), r[v]);
+        p[v] = _mm256_set1_pd(c[12]);
+    }
+#pragma GCC unroll 12
     for (int k = 11; k >= 0; k--)
-        p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[k]));
-    /* n is integral in [-1022, 0]: adding 1.5 * 2^52 puts it in the low mantissa bits */
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++)
+            p[v] = _mm256_fmadd_pd(p[v], r[v], _mm256_set1_pd(c[k]));
     const __m256d magic = _mm256_set1_pd(6755399441055744.0);
-    const __m256i ni = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(n, magic)),
-                                        _mm256_castpd_si256(magic));
-    const __m256d two_n =
-        _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(ni, _mm256_set1_epi64x(1023)), 52));
-    return _mm256_mul_pd(p, two_n);
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; v++) {
+        const __m256i ni = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(n[v], magic)),
+                                            _mm256_castpd_si256(magic));
+        x[v] = _mm256_mul_pd(p[v], _mm256_castsi256_pd(_mm256_slli_epi64(
+                                       _mm256_add_epi64(ni, _mm256_set1_epi64x(1023)), 52)));
+    }
 }
 
 /* one head x one key block (nv <= 32): float scores, max, then in double: rescale, weights,
@@ -217,26 +227,24 @@ static void block256(const float *q, const float *K, const double *V, int nv, in
             _mm256_storeu_pd(acc + d, _mm256_mul_pd(vc, _mm256_loadu_pd(acc + d)));
     }
     S[0] = mn;
+    /* weights of all 32 slots at once (8 independent polynomial chains; slots >= nv have score
+     * -inf and get weight 0) */
+    for (int k = nv; k < TQ_TURBO_KB; k++)
+        sc[k] = -INFINITY;
     const __m256d vm = _mm256_set1_pd(mn);
+    __m256d x[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; v++)
+        x[v] = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(sc + 4 * v)), vm);
+    exp8_pd256(x);
     __m256d ls = _mm256_setzero_pd();
-    for (int k = 0; k < nv; k += 4) {
-        const int live = nv - k > 4 ? 4 : nv - k;
-        __m128 s4;
-        if (live == 4) {
-            s4 = _mm_loadu_ps(sc + k);
-        } else {
-            float tmp[4] = {0};
-            memcpy(tmp, sc + k, (size_t)live * sizeof(float));
-            s4 = _mm_loadu_ps(tmp);
-        }
-        const __m256d pk = exp_pd256(_mm256_sub_pd(_mm256_cvtps_pd(s4), vm));
-        const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
-        const __m256d keep = _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(live), lane));
-        const __m256d pm = _mm256_and_pd(pk, keep);
-        double tmp[4];
-        _mm256_storeu_pd(tmp, pm);
-        memcpy(p + k, tmp, (size_t)live * sizeof(double));
-        ls = _mm256_add_pd(ls, pm);
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; v++) {
+        const __m256d keep = _mm256_cmp_pd(_mm256_cvtps_pd(_mm_loadu_ps(sc + 4 * v)),
+                                           _mm256_set1_pd(-INFINITY), _CMP_NEQ_OQ);
+        x[v] = _mm256_and_pd(x[v], keep);
+        _mm256_storeu_pd(p + 4 * v, x[v]);
+        ls = _mm256_add_pd(ls, x[v]);
     }
     /* lane sums of ls in a fixed order: (l0 + l1) + (l2 + l3) */
     double l4[4];

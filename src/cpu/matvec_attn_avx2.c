@@ -7,8 +7,9 @@
  *   2. per head: the max, e = exp(s - max) by a polynomial, the sum in 8 lanes in key order, the
  *      same tree;
  *   3. per head: o[d] = FMA chain over the keys in order, times 1/sum.
- * Loop order (heads inside key groups, heads in pairs for V) only changes what is in cache;
- * every float depends only on its head's q and the window. */
+ * Loop order (heads inside 8-key groups for K; 64-key blocks, heads in pairs, 32 dims for V) only
+ * changes what is in cache: K and V are read once per call, and every float depends only on its
+ * head's q and the window. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -130,38 +131,52 @@ heads_body(const float *q, int G, const void *K, const void *V, tq_attn_rows row
             _mm256_storeu_ps(sc + h * ldsc + t, _mm256_mul_ps(tree8x8(a), vs));
         }
     }
-    /* 2. + 3. per pair of heads: softmax weights and their sums, then the weighted values,
-     * 32 dims at a time (8 accumulators) */
-    for (int h = 0; h < G; h += 2) {
-        const int two = h + 1 < G;
-        const float i0 = softmax8(sc + h * ldsc, n_keys);
-        const float i1 = two ? softmax8(sc + (h + 1) * ldsc, n_keys) : 0.0f;
-        const float *w0 = sc + h * ldsc, *w1 = sc + (h + two) * ldsc;
-        for (int d = 0; d < hd; d += 32) {
-            const int nv = hd - d < 32 ? (hd - d) / 8 : 4;
-            __m256 o0[4], o1[4];
-            #pragma GCC unroll 8
-            for (int u = 0; u < 4; u++)
-                o0[u] = o1[u] = _mm256_setzero_ps();
-            for (int64_t t = 0; t < n_keys; t++) {
-                const __m256 p0 = _mm256_set1_ps(w0[t]), p1 = _mm256_set1_ps(w1[t]);
-                #pragma GCC unroll 8
+    /* 2. softmax weights and 1/sum per head (inv: the last slot of the head's score row) */
+    for (int h = 0; h < G; h++)
+        sc[h * ldsc + ldsc - 1] = softmax8(sc + h * ldsc, n_keys);
+    /* 3. weighted values, accumulated in out: blocks of 64 keys (kept in L1 across the heads and
+     * dims), heads in pairs, 32 dims at a time in registers; per element still one FMA chain
+     * over the keys in order */
+    for (int e = 0; e < G * hd; e++)
+        out[e] = 0.0f;
+    for (int64_t t0 = 0; t0 < n_keys; t0 += 64) {
+        const int64_t t1 = n_keys - t0 < 64 ? n_keys : t0 + 64;
+        for (int h = 0; h < G; h += 2) {
+            const int two = h + 1 < G;
+            const float *w0 = sc + h * ldsc, *w1 = sc + (h + two) * ldsc;
+            float *a0 = out + (size_t)h * hd, *a1 = out + (size_t)(h + two) * hd;
+            for (int d = 0; d < hd; d += 32) {
+                const int nv = hd - d < 32 ? (hd - d) / 8 : 4;
+                __m256 o0[4], o1[4];
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++) {
+                    o0[u] = u < nv ? _mm256_loadu_ps(a0 + d + 8 * u) : _mm256_setzero_ps();
+                    o1[u] = u < nv ? _mm256_loadu_ps(a1 + d + 8 * u) : _mm256_setzero_ps();
+                }
+                for (int64_t t = t0; t < t1; t++) {
+                    const __m256 p0 = _mm256_set1_ps(w0[t]), p1 = _mm256_set1_ps(w1[t]);
+#pragma GCC unroll 4
+                    for (int u = 0; u < nv; u++) {
+                        const __m256 v = ld8(V, t * hd + d + 8 * u, rows);
+                        o0[u] = _mm256_fmadd_ps(p0, v, o0[u]);
+                        if (two)
+                            o1[u] = _mm256_fmadd_ps(p1, v, o1[u]);
+                    }
+                }
+#pragma GCC unroll 4
                 for (int u = 0; u < nv; u++) {
-                    const __m256 v = ld8(V, t * hd + d + 8 * u, rows);
-                    o0[u] = _mm256_fmadd_ps(p0, v, o0[u]);
+                    _mm256_storeu_ps(a0 + d + 8 * u, o0[u]);
                     if (two)
-                        o1[u] = _mm256_fmadd_ps(p1, v, o1[u]);
+                        _mm256_storeu_ps(a1 + d + 8 * u, o1[u]);
                 }
             }
-            #pragma GCC unroll 8
-            for (int u = 0; u < nv; u++) {
-                _mm256_storeu_ps(out + (size_t)h * hd + d + 8 * u,
-                                 _mm256_mul_ps(o0[u], _mm256_set1_ps(i0)));
-                if (two)
-                    _mm256_storeu_ps(out + (size_t)(h + 1) * hd + d + 8 * u,
-                                     _mm256_mul_ps(o1[u], _mm256_set1_ps(i1)));
-            }
         }
+    }
+    for (int h = 0; h < G; h++) {
+        const __m256 inv = _mm256_set1_ps(sc[h * ldsc + ldsc - 1]);
+        for (int d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(out + (size_t)h * hd + d,
+                             _mm256_mul_ps(_mm256_loadu_ps(out + (size_t)h * hd + d), inv));
     }
 }
 

@@ -154,7 +154,7 @@ static void att_task(void *ctx, int ith, int nth)
     const tq_kvcache *c = j->c;
     const int hd = c->head_dim, nh = c->n_heads, group = c->n_heads / c->n_kv_heads;
     const tq_kv_kind kind = c->scheme.kind;
-    const int64_t ctx64 = (c->n_ctx + 63) & ~(int64_t)63;
+    const int64_t ctx64 = (c->n_ctx + 8 + 63) & ~(int64_t)63; /* > n_keys rounded up to 8 */
     float *sc = c->scratch + (size_t)ith * c->scratch_floats;
     float *Kf = sc + (size_t)group * ctx64, *Vf = Kf + (size_t)c->n_ctx * hd;
     /* AVX2 reads plain rows in place (f16/bf16 widened in registers) */
@@ -247,9 +247,11 @@ static void kv_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_
         j.isa = TQ_ISA_AVX512;
     } else if (isa >= TQ_ISA_AVX2 && c->head_dim % 8 == 0) {
         j.isa = TQ_ISA_AVX2;
-        /* rows read in place cost nothing to share, so few units (decode) split the heads */
+        /* rows read in place cost nothing to share, so few units (decode) split the heads --
+         * while a kv-head's window stays in L2 (each unit reads all of it) */
         const int64_t units = c->n_kv_heads * j.n_qb;
-        if (is_plain(c->scheme.kind) && units < 4 * nth) {
+        const int64_t win_bytes = (pos0 + n_q) * (int64_t)(c->k_row_bytes + c->v_row_bytes);
+        if (is_plain(c->scheme.kind) && units < 4 * nth && win_bytes <= (512 << 10)) {
             int64_t n_hs = (4 * nth + units - 1) / units;
             n_hs = n_hs < group ? n_hs : group;
             j.hpu = (int)((group + n_hs - 1) / n_hs);
@@ -326,9 +328,9 @@ tq_status tq_kvcache_create(tq_kv_scheme scheme, int n_layers, int n_heads, int 
         if (!c->k[l] || !c->v[l])
             goto nomem;
     }
-    /* per thread: the scores of every query head of a GQA group (n_ctx rounded up to 64 each),
-     * 64 floats of slack, and unless rows are f32 a K and a V window (2 * n_ctx * head_dim) */
-    const size_t ctx64 = ((size_t)n_ctx + 63) & ~(size_t)63;
+    /* per thread: the scores of every query head of a GQA group (n_ctx + 8 rounded up to 64
+     * each), 64 floats of slack, and unless rows are f32 a K and a V window (2 n_ctx head_dim) */
+    const size_t ctx64 = ((size_t)n_ctx + 8 + 63) & ~(size_t)63;
     if (!tq_mul_ok(ctx64, (size_t)(n_heads / n_kv_heads), &sf) ||
         !tq_add_ok(sf, 64 + (scheme.kind == TQ_KV_F32 ? 0 : 2 * (size_t)n_ctx * head_dim), &sf))
         goto nomem;

@@ -122,8 +122,8 @@ static void ref_task(void *ctx, int ith, int nth)
     const tq_kv_scheme s = t->ls[j->il];
     const size_t kr = t->k_rb[j->il], vr = t->v_rb[j->il];
     const tq_attn_kernels *ak = tq_attn_kernels_pick();
-    float *sc, *Kf;
-    double *Vd, *pw;
+    float *sc = NULL, *Kf = NULL;
+    double *Vd = NULL, *pw = NULL;
     ref_scratch_at(t->rscratch + (size_t)ith * t->ref_bytes, c->n_ctx, hd, &sc, &Kf, &Vd, &pw);
     float qr[TQ_KV_MAX_HEAD_DIM], y[TQ_KV_MAX_HEAD_DIM];
     double o[TQ_KV_MAX_HEAD_DIM];
