@@ -8,9 +8,15 @@
 # in the device tool's carry list:
 #   mkdir -p build/h9-deps/include build/h9-deps/lib && cp -r /usr/include/json-c /usr/include/pcre2.h \
 #     build/h9-deps/include/ && cp /usr/lib/x86_64-linux-gnu/lib{json-c,pcre2-8}.a build/h9-deps/lib/
+# Variants (same-run A/Bs): EXTRA_NVFLAGS (tuning macros of kv_attend.cu), ATTEND_SRC (another
+# kv_attend.cu, e.g. the previous commit's, as the baseline), TOOLS_DIR (a snapshot of tools/cli.c,
+# cli.h and cmd_kv_bench_cuda.c, so that another agent's edit in progress cannot break the visit),
+# ONLY_BENCH=1 (kv_bench_cuda only).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/cuda-direct}
+attend_src=${ATTEND_SRC:-src/cuda/kv_attend.cu}
+tools=${TOOLS_DIR:-tools}
 arch=${TQ_CUDA_ARCH:-90a}
 jobs=${JOBS:-$(nproc)}
 mkdir -p "$out/obj"
@@ -48,7 +54,9 @@ for f in src/cuda/*.cu; do
     o="$out/obj/$(echo "$f" | tr / _).o"
     extra=""
     case "$f" in *kv_encode.cu) extra="--fmad=false" ;; esac
-    cmds+=("nvcc $nvflags $extra -c $f -o $o")
+    src=$f
+    case "$f" in *cuda/kv_attend.cu) src=$attend_src ;; esac
+    cmds+=("nvcc $nvflags $extra -c $src -o $o")
     objs+=("$o")
 done
 printf '%s\n' "${cmds[@]}" | xargs -P "$jobs" -I{} sh -c '{}'
@@ -56,8 +64,12 @@ libs="-lcudart_static -lpthread -lm -ldl -lrt -lstdc++"
 cudalib="$(dirname "$(command -v nvcc)")/../lib64"
 [ -d "$cudalib" ] || cudalib="$(dirname "$(command -v nvcc)")/../targets/x86_64-linux/lib"
 [ "$full" = 1 ] && libs="$xlibs -lcublas -Wl,-rpath,$cudalib -lcudart_static -lpthread -lm -ldl -lrt -lstdc++"
-gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/test_cuda_kv.c "${objs[@]}" -L"$cudalib" $libs -o "$out/test_cuda_kv"
-gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Itools bench/cuda/kv_bench_main.c tools/cli.c tools/cmd_kv_bench_cuda.c "${objs[@]}" -L"$cudalib" $libs -o "$out/kv_bench_cuda"
+[ "${ONLY_BENCH:-0}" = 1 ] ||
+    gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/test_cuda_kv.c "${objs[@]}" -L"$cudalib" $libs -o "$out/test_cuda_kv"
+cli_srcs="$tools/cli.c"
+[ -f "$tools/cli_args.c" ] && cli_srcs="$cli_srcs $tools/cli_args.c"
+gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -I"$tools" bench/cuda/kv_bench_main.c $cli_srcs "$tools/cmd_kv_bench_cuda.c" \
+    "${objs[@]}" -L"$cudalib" $libs -o "$out/kv_bench_cuda"
 if [ "$full" = 1 ]; then
     gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/test_cuda_fwd.c "${objs[@]}" -L"$cudalib" $libs -o "$out/test_cuda_fwd"
     gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Itools bench/cuda/bench_main.c tools/cli.c tools/cmd_bench_cuda.c "${objs[@]}" -L"$cudalib" $libs -o "$out/bench_cuda"

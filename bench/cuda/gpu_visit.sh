@@ -29,7 +29,7 @@ if [ -f build/gpu-model/gpu_part_aa ] && [ -f models/gpu_part_ab ] && [ ! -f "$m
     cat build/gpu-model/gpu_part_aa models/gpu_part_ab > "$model"
 fi
 [ -f "$model" ] && sha256sum "$model"
-[ "$mode" = cold ] || export TQ_FULL=1
+case "$mode" in cold | a1 | a2 | a3) ;; *) export TQ_FULL=1 ;; esac
 JOBS=16 bench/cuda/build.sh build/gpu || { echo "BUILD FAILED"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build/gpu
@@ -185,6 +185,85 @@ PY
         timeout 60 $v/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 1024,32768,131072 \
             --batch 1,8 --reps 20 --timing cold
     done
+    ;;
+a1 | a2 | a3)
+    # issue 16 part A visits (written 2026-12-02): L2-cold GPU time (the issue's targets) with host
+    # timing as the second column; same-run A/Bs of kernel variants (bench-only builds, compiled in
+    # the background while the main build is tested); ncu of the attend kernel at the target points.
+    # VARIANTS: "name|EXTRA_NVFLAGS|ATTEND_SRC;..." (base = the landed kernel, build/gpu-snap/).
+    # Everything but visit.log goes to $out/bundle.tgz (the device tool returns at most 8 files).
+    w=/tmp/vw; rm -rf $w; mkdir -p $w
+    pack() { tar czf "$out/bundle.tgz" -C $w . ; }
+    # a1 (2026-12-02 02:24 UTC) ran: base, tt32 (-DTQC_STAGE_INT=8192), tt32m4 (+ -DTQC_MINB_INT=4),
+    # ns3 (TT 32, 3 stages), bulk (-DTQC_BULK=1, then not default), bulk32m4.
+    case "$mode" in
+    a2) vdef="base||../base_kv_attend.cu;cpasync|-DTQC_BULK=0|;ns3|-DTQC_STAGE_INT=8192 -DTQC_NSTAGE_INT=3 -DTQC_NSTAGE_HALF=3|;ns4|-DTQC_STAGE_INT=8192 -DTQC_NSTAGE_INT=4 -DTQC_NSTAGE_HALF=3|;red16|-DTQC_RED_UNROLL=16|" ;;
+    *) vdef="base||../base_kv_attend.cu" ;;
+    esac
+    vlist=${VARIANTS:-$vdef}
+    pids=()
+    IFS=';' read -ra vs <<< "$vlist"
+    for v in "${vs[@]}"; do
+        IFS='|' read -r vn vf vsrc <<< "$v"
+        (EXTRA_NVFLAGS="-DTQC_BENCH_ONLY $vf" ATTEND_SRC="${vsrc:-src/cuda/kv_attend.cu}" ONLY_BENCH=1 JOBS=4 \
+            bench/cuda/build.sh build/v-$vn > $w/build_$vn.log 2>&1 || { echo "variant $vn build failed"; tail -20 $w/build_$vn.log; }) &
+        pids+=($!)
+    done
+    timeout 300 $B/test_cuda_kv > $w/test_cuda_kv.log 2>&1; echo "test_cuda_kv rc=$?"; tail -1 $w/test_cuda_kv.log
+    echo "worst rel err: $(grep 'max rel' $w/test_cuda_kv.log | awk '{print $NF}' | sort -g | tail -1)"
+    TQ_CUDA_FUSED_REDUCE=1 timeout 300 $B/test_cuda_kv > $w/test_cuda_kv_fused.log 2>&1; echo "test_cuda_kv (fused merge) rc=$?"
+    tail -1 $w/test_cuda_kv_fused.log
+    echo "worst rel err: $(grep 'max rel' $w/test_cuda_kv_fused.log | awk '{print $NF}' | sort -g | tail -1)"
+    for v in "${pids[@]}"; do wait $v; done; echo "variant builds done: $(( $(date +%s) - t0 )) s"
+    pack
+    pts="--ctx 1024,32768,131072 --batch 1,8 --reps 20 --timing cold"
+    for round in 1 2; do
+        for v in "${vs[@]}"; do
+            IFS='|' read -r vn vf vsrc <<< "$v"
+            [ -x build/v-$vn/kv_bench_cuda ] || continue
+            echo "-- A/B round $round: $vn ($vf ${vsrc:-}), reduce kernel"
+            timeout 100 build/v-$vn/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_${vn}_r$round.csv | grep -v "^device\|^heads"
+        done
+        echo "-- A/B round $round: new (this commit), fused merge (TQ_CUDA_FUSED_REDUCE=1)"
+        TQ_CUDA_FUSED_REDUCE=1 timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_fused_r$round.csv | grep -v "^device\|^heads"
+        echo "-- A/B round $round: new (this commit), reduce kernel"
+        timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_new_r$round.csv | grep -v "^device\|^heads"
+    done
+    echo "A/B done: $(( $(date +%s) - t0 )) s"; pack
+    # full tables (this commit's defaults), both timings
+    timeout 250 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 128 \
+        --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 20 --timing both --csv $w/kv_bench_d128.csv > $w/kv_bench_d128.log; echo "bench d128 rc=$?"
+    timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 128 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 20 --timing both --csv $w/sdpa_d128.csv > $w/sdpa_d128.log 2>&1; echo "sdpa d128 rc=$?"
+    pack
+    echo "tables done: $(( $(date +%s) - t0 )) s"; pack
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/memcheck.log 2>&1
+    echo "memcheck rc=$?"; tail -2 $w/memcheck.log
+    TQ_CUDA_FUSED_REDUCE=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/memcheck_fused.log 2>&1
+    echo "memcheck (fused merge) rc=$?"; tail -2 $w/memcheck_fused.log
+    timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/racecheck.log 2>&1
+    echo "racecheck rc=$?"; tail -2 $w/racecheck.log
+    echo "sanitizers done: $(( $(date +%s) - t0 )) s"; pack
+    # ncu: what binds (SOL, issue slots, stall reasons, shared-memory bank conflicts)
+    ncu_secs="--section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis"
+    ncu_met="--metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,smsp__inst_executed.sum,dram__bytes_read.sum"
+    for p in ${NCU_POINTS:-turbo:k8v3,1,32768 turbo:k8v3,8,131072 turbo:k4v3,8,131072 bf16,8,131072 turbo:k4v3,1,131072 turbo:k4v3,8,32768,256}; do
+        IFS=',' read -r sc bb cc hd <<< "$p"
+        echo "== ncu $sc batch $bb ctx $cc head_dim ${hd:-128}" >> $w/ncu.txt
+        timeout 120 ncu --clock-control none $ncu_secs $ncu_met -k regex:attend_kernel --launch-skip 3 --launch-count 1 \
+            $B/kv_bench_cuda --schemes $sc --ctx $cc --batch $bb --head-dim ${hd:-128} --reps 1 --timing cold >> $w/ncu.txt 2>&1
+        echo "ncu $p rc=$?"
+    done
+    timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k regex:"attend|reduce" $B/kv_bench_cuda \
+        --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 1024,32768,131072 --batch 1,8 --reps 3 --timing cold \
+        > $w/ncu_durations.csv 2> $w/ncu.err; echo "ncu durations rc=$?"
+    echo "ncu done: $(( $(date +%s) - t0 )) s"; pack
+    timeout 250 $B/kv_bench_cuda --schemes bf16,kv8,turbo:k8v3,turbo:k4v3 --head-dim 64,256 \
+        --ctx 1024,4096,16384,32768,65536,131072 --batch 1,8 --reps 10 --timing both --csv $w/kv_bench_d64_d256.csv > $w/kv_bench_d64_d256.log; echo "bench d64,256 rc=$?"
+    timeout 150 python3 bench/cuda/sdpa_bench.py --head-dim 64,256 --ctx 1024,4096,16384,32768,65536,131072 \
+        --batch 1,8 --reps 10 --timing both --csv $w/sdpa_d64_d256.csv > $w/sdpa_d64_d256.log 2>&1; echo "sdpa d64,256 rc=$?"
+    echo "tables d64/d256 done: $(( $(date +%s) - t0 )) s"
+    pack
     ;;
 bench)
     for d in 128 64 256; do

@@ -1,16 +1,19 @@
 // kv_attend.cu -- fused decode attention over the packed KV cache (flash-decoding, tensor cores).
 //
 // Grid (split, kv_head * row_block, batch); 4 warps per block; each warp streams its own tiles
-// of TT tokens (K and V rows, exactly the codec's bytes) global -> shared with cp.async (two
-// stages), then per tile:
+// of TT tokens (K and V rows, exactly the codec's bytes) global -> shared with two bulk copies
+// (cp.async.bulk on an mbarrier, one lane; TQC_BULK=0: 16-byte cp.async from every lane), NSTAGE
+// stages per warp, then per tile:
 //   S[8 rows x TT] = Q[rows x d] . K^T; rows = query heads of the kv head's group x query tokens
 //     (<= 8 per row block; the MMA's M is padded to 16). The K tile is read once for all rows.
 //     - integer codes (turbo k8/k4/k2/k5, kv8/kv4): int8 tensor cores (mma m16n8k32 s8 x s8|u8)
-//       straight on the stored bytes; Q is quantized per (row, 32-group) to 16-bit fixed point
-//       and split into int8 hi and lo (two exact integer MMAs, ~2^-15 of the group's max |q|);
-//       per (token, group): s += scale * qs * (256 hi + lo) + c * sum(q over the group), with
-//       c = zero * scale (turbo) or bias (kv8/kv4), i.e. exactly the decoded row's dot product.
-//     - bf16 / f16 rows: bf16 / f16 MMA on the stored halves, Q split hi + lo (~fp32).
+//       straight on the stored bytes; Q is quantized per row to 16-bit fixed point (one step,
+//       ~2^-15 of the row's max |q|) and split into int8 hi (MMA rows 0-7) and lo (rows 8-15,
+//       otherwise idle: one exact integer MMA gives both); per (token, group):
+//       s += scale * (256 hi + lo) + c * sum(q over the group) / step, times the step once per
+//       token, with c = zero * scale (turbo) or bias (kv8/kv4): the decoded row's dot product.
+//     - bf16 / f16 rows: bf16 / f16 MMA on the stored halves, Q split hi (rows 0-7) + lo
+//       (rows 8-15) (~fp32).
 //   online softmax in the exp2 domain (Q pre-scaled by scale * log2 e), then
 //   O^T[d x 8] += V^T[d x 16] . P^T[16 x 8]: V decoded to fp16 pairs in registers (turbo <= 4
 //     bits: one shared-memory lookup gives (C[i_t], C[i_t']) for two tokens, times their fp16
@@ -53,6 +56,17 @@ namespace {
 #ifndef TQC_RED_UNROLL
 #define TQC_RED_UNROLL 4
 #endif
+// Tiles moved by cp.async.bulk + mbarrier (1) or by 16-byte cp.async from every lane (0).
+#ifndef TQC_BULK
+#define TQC_BULK 1
+#endif
+// Pipeline stages per warp (tiles in flight while one is computed = stages - 1).
+#ifndef TQC_NSTAGE_INT
+#define TQC_NSTAGE_INT 2
+#endif
+#ifndef TQC_NSTAGE_HALF
+#define TQC_NSTAGE_HALF 2
+#endif
 constexpr int NW = 4; // warps per block
 constexpr int RED_UNROLL = TQC_RED_UNROLL; // (#pragma unroll does not expand macros)
 
@@ -62,6 +76,15 @@ constexpr int min_blocks()
     return D >= 256 ? 2 : (FAM == TQC_TURBO || FAM == TQC_AFF) ? TQC_MINB_INT : TQC_MINB_HALF;
 }
 constexpr float LOG2E = 1.4426950408889634f;
+
+// 2^x with one MUFU.EX2 (flush-to-zero: x < -126 gives 0, -inf gives 0); exp2f() adds a range
+// fix-up of 4 instructions per call, which the softmax does not need (p < 2^-126 is 0 anyway).
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 // Programmatic dependent launch (sm_90+): the attend kernel lets the reduce kernel be scheduled
 // as soon as every attend block runs; the reduce waits (griddepcontrol.wait = full completion and
@@ -93,7 +116,8 @@ struct Tr {
     static constexpr int K_TILE = (TT * K_ROW + 15) / 16 * 16 + 16;  // + slack for word over-reads
     static constexpr int V_TILE = (TT * V_ROW + 15) / 16 * 16 + 16;
     static constexpr int STAGE = K_TILE + V_TILE;
-    static constexpr int SMEM_PIPE = NW * 2 * STAGE;
+    static constexpr int NSTAGE = (FAM == TQC_TURBO || FAM == TQC_AFF) ? TQC_NSTAGE_INT : TQC_NSTAGE_HALF;
+    static constexpr int SMEM_PIPE = NW * NSTAGE * STAGE;
     static constexpr int SMEM_MERGE = NW * 8 * (D + 2) * 4;
     static constexpr int SMEM = SMEM_PIPE > SMEM_MERGE ? SMEM_PIPE : SMEM_MERGE;
     static constexpr bool QK_INT = FAM == TQC_TURBO || FAM == TQC_AFF;
@@ -120,21 +144,23 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// D = A(s8, rows g / g+8) . B(s8 or u8) with zero accumulator; only rows g (c0, c1) are used.
+// D = A(s8) . B(s8 or u8) with zero accumulator, A rows g = the query row's high bytes (a0, a2),
+// rows g + 8 = its low bytes (a1, a3): c0, c1 = hi . k and c2, c3 = lo . k for tokens 2tig, 2tig+1,
+// so one MMA gives both halves of the 16-bit Q (rows 8..15 of the M = 16 tile are otherwise idle).
 template <bool BU8>
-__device__ __forceinline__ void imma(int c[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1)
+__device__ __forceinline__ void imma(int c[4], uint32_t hi0, uint32_t lo0, uint32_t hi1, uint32_t lo1, uint32_t b0,
+                                     uint32_t b1)
 {
-    const uint32_t z = 0;
     if (BU8)
         asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                      "{%8,%9}, {%10,%10,%10,%10};\n"
                      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                     : "r"(a0), "r"(z), "r"(a2), "r"(z), "r"(b0), "r"(b1), "r"(z));
+                     : "r"(hi0), "r"(lo0), "r"(hi1), "r"(lo1), "r"(b0), "r"(b1), "r"(0u));
     else
         asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                      "{%8,%9}, {%10,%10,%10,%10};\n"
                      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                     : "r"(a0), "r"(z), "r"(a2), "r"(z), "r"(b0), "r"(b1), "r"(z));
+                     : "r"(hi0), "r"(lo0), "r"(hi1), "r"(lo1), "r"(b0), "r"(b1), "r"(0u));
 }
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h)
@@ -200,6 +226,49 @@ template <int N>
 __device__ __forceinline__ void cp_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Bulk copies (TQC_BULK=1): one lane per warp moves a tile's K rows and V rows (each contiguous) with
+// two cp.async.bulk copies completing on an mbarrier (expect_tx = their bytes), instead of 32 lanes
+// issuing 16-byte cp.async; the consumer lanes wait on the barrier's phase parity.
+__device__ __forceinline__ void mbar_init(uint64_t *bar)
+{
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(b));
+}
+__device__ __forceinline__ void mbar_fence_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, unsigned bytes)
+{
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_g2s(void *smem, const void *gmem, unsigned bytes, uint64_t *bar)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(s),
+                 "l"(gmem), "r"(bytes), "r"(b)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, unsigned parity)
+{
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n"
+                 "}\n" ::"r"(b),
+                 "r"(parity)
+                 : "memory");
+}
+// Orders this thread's earlier shared-memory reads (generic proxy) before later bulk-copy writes.
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 // Bits [bit0, bit0 + NBITS) of a 4-byte aligned byte stream, as little-endian words aligned so
@@ -288,87 +357,138 @@ __device__ __forceinline__ void k_bytes(const uint8_t *row, int grp, int tig, ui
     }
 }
 
-// Fused split reduce (a.fused): the last block of a (batch, kv head, row block) to finish merges
-// the splits' partials of its rows, the same arithmetic as reduce_kernel, with NW * 32 threads
-// (D / (NW * 32) dims each, at least 1). Partials are read through L2 (__ldcg): other SMs wrote
-// them in this call, and this SM's L1 may hold the previous call's lines.
-template <int D, bool UNROT>
-__device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, int bhr, int n_rows, float *sm)
+// Split partials: per (batch, kv head, row block, split) 8 rows of D floats (O, not normalised),
+// then 8 (m, l) pairs (m in the exp2 domain); O rows stay 16-byte aligned for vector loads.
+template <int D>
+__host__ __device__ constexpr size_t part_floats()
 {
-    constexpr int NT = NW * 32, PT = (D + NT - 1) / NT;
-    float *x = sm, *red = sm + D;
-    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    return (size_t)8 * (D + 2);
+}
+
+// PER consecutive floats from L2 (__ldcg: other SMs wrote them in this call, and this SM's L1 may
+// hold the previous call's lines); p is 8-byte aligned (PER == 2) or 16-byte aligned.
+template <int PER>
+__device__ __forceinline__ void ldcg_vec(const float *p, float v[PER])
+{
+    if constexpr (PER == 2) {
+        const float2 x = __ldcg(reinterpret_cast<const float2 *>(p));
+        v[0] = x.x;
+        v[1] = x.y;
+    } else {
+#pragma unroll
+        for (int k = 0; k < PER / 4; k++) {
+            const float4 x = __ldcg(reinterpret_cast<const float4 *>(p) + k);
+            v[4 * k] = x.x;
+            v[4 * k + 1] = x.y;
+            v[4 * k + 2] = x.z;
+            v[4 * k + 3] = x.w;
+        }
+    }
+}
+
+// Fused split reduce (a.fused): the last block of a (batch, kv head, row block) to finish merges
+// the splits' partials of its rows: one warp per row (rows wid, wid + NW, ...), each lane owns
+// D / 32 consecutive dims. The split weights exp2(m_s - M) are computed 32 at a time, one split
+// per lane, and broadcast with shuffles; the partial rows are read as vectors with many loads in
+// flight (unrolled). The inverse FWHT (turbo) runs in registers: butterflies of span < D / 32
+// inside a lane, larger spans across lanes with shuffles -- the same sums and differences as the
+// reduce kernel's shared-memory butterflies.
+template <int D, bool UNROT>
+__device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, int bhr, int n_rows)
+{
+    constexpr int PER = D / 32;
+    constexpr size_t stride = part_floats<D>();
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int rb = bhr % n_rb, h = (bhr / n_rb) % a.n_kv_heads, b = bhr / (n_rb * a.n_kv_heads);
     const int G = a.n_heads / a.n_kv_heads;
-    const size_t stride = (size_t)8 * (D + 2);
-    for (int rr = 0; rr < n_rows; rr++) {
-        const float *base = a.work + (size_t)bhr * n_splits * stride + (size_t)rr * (D + 2);
-        float M = -INFINITY;
-        for (int s = t; s < n_splits; s += NT)
-            M = fmaxf(M, __ldcg(base + s * stride + D));
-        for (int o = 16; o; o >>= 1)
-            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        if (lane == 0)
-            red[wid] = M;
-        __syncthreads();
-        M = red[0];
+    const float *unit = a.work + (size_t)bhr * n_splits * stride;
+    for (int rr = wid; rr < n_rows; rr += NW) {
+        const float *ob = unit + (size_t)rr * D + lane * PER;
+        const float *mb = unit + (size_t)8 * D + 2 * rr;
+        // 32 splits at a time, one per lane, merged online (running max M over the chunks); the
+        // chunk's partial rows are loaded 16 at a time before any is used (loads in flight).
+        float M = -INFINITY, L = 0.0f, o[PER];
 #pragma unroll
-        for (int w = 1; w < NW; w++)
-            M = fmaxf(M, red[w]);
-        float L = 0.0f, o[PT];
-#pragma unroll
-        for (int k = 0; k < PT; k++)
+        for (int k = 0; k < PER; k++)
             o[k] = 0.0f;
-#pragma unroll 8
-        for (int s = 0; s < n_splits; s++) {
-            const float *ps = base + s * stride;
-            const float m = __ldcg(ps + D);
-            const float e = M == -INFINITY || m == -INFINITY ? 0.0f : exp2f(m - M);
-            L += e * __ldcg(ps + D + 1);
+        for (int c0 = 0; c0 < n_splits; c0 += 32) {
+            const bool has = c0 + lane < n_splits;
+            const float m = has ? __ldcg(mb + (c0 + lane) * stride) : -INFINITY;
+            const float l = has ? __ldcg(mb + (c0 + lane) * stride + 1) : 0.0f;
+            float mc = m;
 #pragma unroll
-            for (int k = 0; k < PT; k++)
-                if (t + k * NT < D)
-                    o[k] += e * __ldcg(ps + t + k * NT);
+            for (int x = 16; x; x >>= 1)
+                mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, x));
+            const float mn = fmaxf(M, mc);
+            if (mn == -INFINITY)
+                continue; // no split so far saw a token (warp-uniform)
+            const float so = M == -INFINITY ? 0.0f : ex2(M - mn);
+            L *= so;
+#pragma unroll
+            for (int k = 0; k < PER; k++)
+                o[k] *= so;
+            M = mn;
+            const float e = m == -INFINITY ? 0.0f : ex2(m - mn);
+            L += e * l;
+            const int nc = n_splits - c0 < 32 ? n_splits - c0 : 32;
+            for (int j0 = 0; j0 < nc; j0 += 16) {
+                float v[16][PER];
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    if (j0 + j < nc)
+                        ldcg_vec<PER>(ob + (size_t)(c0 + j0 + j) * stride, v[j]);
+#pragma unroll
+                for (int j = 0; j < 16; j++) {
+                    const float wj = __shfl_sync(0xffffffffu, e, (j0 + j) & 31);
+                    if (j0 + j < nc)
+#pragma unroll
+                        for (int k = 0; k < PER; k++)
+                            o[k] += wj * v[j][k];
+                }
+            }
         }
+#pragma unroll
+        for (int s = 16; s; s >>= 1)
+            L += __shfl_xor_sync(0xffffffffu, L, s);
         const float inv = L > 0.0f ? 1.0f / L : 0.0f;
 #pragma unroll
-        for (int k = 0; k < PT; k++)
+        for (int k = 0; k < PER; k++)
             o[k] = L > 0.0f ? o[k] * inv : 0.0f;
         if constexpr (UNROT) {
             const float *sg = D == 64 ? d_signs : D == 128 ? d_signs + 64 : d_signs + 192;
             const float sd = D == 64 ? d_fwht_scale[0] : D == 128 ? d_fwht_scale[1] : d_fwht_scale[2];
 #pragma unroll
-            for (int k = 0; k < PT; k++)
-                if (t + k * NT < D)
-                    x[t + k * NT] = o[k];
-            __syncthreads();
-            for (int hh = 1; hh < D; hh <<= 1) {
-                float nv[PT];
+            for (int hh = 1; hh < PER; hh <<= 1)
 #pragma unroll
-                for (int k = 0; k < PT; k++) {
-                    const int dd = t + k * NT;
-                    nv[k] = dd >= D ? 0.0f : (dd & hh) == 0 ? x[dd] + x[dd + hh] : x[dd - hh] - x[dd];
+                for (int k = 0; k < PER; k++)
+                    if ((k & hh) == 0) {
+                        const float x = o[k], y = o[k + hh];
+                        o[k] = x + y;
+                        o[k + hh] = x - y;
+                    }
+#pragma unroll
+            for (int hl = 1; hl < 32; hl <<= 1) {
+                const bool upper = (lane & hl) != 0;
+#pragma unroll
+                for (int k = 0; k < PER; k++) {
+                    const float y = __shfl_xor_sync(0xffffffffu, o[k], hl);
+                    o[k] = upper ? y - o[k] : o[k] + y;
                 }
-                __syncthreads();
-#pragma unroll
-                for (int k = 0; k < PT; k++)
-                    if (t + k * NT < D)
-                        x[t + k * NT] = nv[k];
-                __syncthreads();
             }
 #pragma unroll
-            for (int k = 0; k < PT; k++)
-                if (t + k * NT < D)
-                    o[k] = (x[t + k * NT] * sd) * sg[t + k * NT];
+            for (int k = 0; k < PER; k++)
+                o[k] = (o[k] * sd) * sg[lane * PER + k];
         }
         const int r = rb * 8 + rr;
         const int qi = r / G, head = h * G + r % G;
-        float *dst = a.out + (((int64_t)b * a.n_q + qi) * a.n_heads + head) * D;
+        float *dst = a.out + (((int64_t)b * a.n_q + qi) * a.n_heads + head) * D + lane * PER;
+        if constexpr (PER == 2) {
+            *reinterpret_cast<float2 *>(dst) = make_float2(o[0], o[1]);
+        } else {
 #pragma unroll
-        for (int k = 0; k < PT; k++)
-            if (t + k * NT < D)
-                dst[t + k * NT] = o[k];
-        __syncthreads(); // red / x are reused by the next row
+            for (int k = 0; k < PER / 4; k++)
+                reinterpret_cast<float4 *>(dst)[k] = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
+        }
     }
 }
 
@@ -387,6 +507,58 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
     pdl_launch_dependents();
 
+    // ---- token range of this block and this warp's tiles; the first tiles' copies go out before
+    // the tables and Q are set up, so their DRAM latency overlaps that work.
+    constexpr int NS = T::NSTAGE;
+    const int64_t t_begin = (int64_t)split * chunk;
+    const int64_t t_end = t_begin + chunk < a.len ? t_begin + chunk : a.len;
+    const int n_tiles = t_begin < t_end ? (int)((t_end - t_begin + TT - 1) / TT) : 0;
+    const int64_t head_row0 = ((int64_t)b * a.n_kv_heads + h) * a.cap;
+    const uint8_t *kg = a.k + head_row0 * T::K_ROW;
+    const uint8_t *vg = a.v + head_row0 * T::V_ROW;
+    uint8_t *const stage0 = smem + (warp * NS) * T::STAGE;
+
+#if TQC_BULK
+    __shared__ uint64_t bars[NW][NS];
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < NS; i++)
+            mbar_init(&bars[warp][i]);
+        mbar_fence_init();
+    }
+    __syncwarp();
+#endif
+    auto issue = [&](int it, int buf) {
+        const int tile = warp + it * NW;
+        if (tile < n_tiles) {
+            uint8_t *st = stage0 + buf * T::STAGE;
+            const int64_t t0 = t_begin + (int64_t)tile * TT;
+            const int n = (int)(t_end - t0 < TT ? t_end - t0 : TT);
+            const int kbytes = (n * T::K_ROW + 15) & ~15, vbytes = (n * T::V_ROW + 15) & ~15;
+            const uint8_t *ks = kg + t0 * T::K_ROW, *vs = vg + t0 * T::V_ROW;
+#if TQC_BULK
+            if (lane == 0) {
+                fence_proxy_async();
+                mbar_expect_tx(&bars[warp][buf], (unsigned)(kbytes + vbytes));
+                bulk_g2s(st, ks, (unsigned)kbytes, &bars[warp][buf]);
+                bulk_g2s(st + T::K_TILE, vs, (unsigned)vbytes, &bars[warp][buf]);
+            }
+#else
+            for (int o = lane * 16; o < kbytes; o += 32 * 16)
+                cp_async16(st + o, ks + o);
+            for (int o = lane * 16; o < vbytes; o += 32 * 16)
+                cp_async16(st + T::K_TILE + o, vs + o);
+#endif
+        }
+#if !TQC_BULK
+        cp_commit();
+#endif
+    };
+    const int my_tiles = n_tiles > warp ? (n_tiles - warp + NW - 1) / NW : 0;
+#pragma unroll
+    for (int i = 0; i < NS; i++)
+        issue(i, i);
+
     if constexpr (FAM == TQC_TURBO) {
         constexpr int off = VB == 2 ? 0 : VB == 3 ? 4 : VB == 4 ? 12 : VB == 5 ? 28 : 60;
         for (int i = threadIdx.x; i < (1 << VB); i += blockDim.x)
@@ -403,59 +575,68 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     const int qi = row_ok ? r / G : 0;
     const int head = h * G + (row_ok ? r % G : 0);
     const int64_t lim = row_ok ? a.len - a.n_q + qi + 1 : 0; // tokens [0, lim) visible
-    // QK_INT: qa[grp][0..3] = hi reg0, hi reg2, lo reg0, lo reg2 (int8 x4); qs = step; qsum.
+    // QK_INT: qa[grp][0..3] = hi slots 0-3, lo slots 0-3, hi slots 4-7, lo slots 4-7 (int8 x4) of
+    // the row quantized with ONE step qstep for the whole row (so the step multiplies each token's
+    // score once, not each 32-group's); qsq = (sum of the group's q) / qstep.
     // f16/bf16: qa[grp][0..3] hi slots, ql[grp][0..3] lo slots.
     uint32_t qa[NG][4], ql[NG][T::QK_INT ? 1 : 4];
-    float qs[NG], qsum[NG];
+    float qsq[NG];
+    float qstep = 1.0f;
     {
         const float *qp = a.q + (((int64_t)b * a.n_q + qi) * a.n_heads + head) * D;
         const float sc = a.scale * LOG2E;
+        float x[NG][8];
+        float mx = 0.0f;
 #pragma unroll
         for (int grp = 0; grp < NG; grp++) {
-            float x[8];
             if (row_ok) {
                 const float4 v0 = *reinterpret_cast<const float4 *>(qp + 32 * grp + 8 * tig);
                 const float4 v1 = *reinterpret_cast<const float4 *>(qp + 32 * grp + 8 * tig + 4);
-                x[0] = v0.x * sc; x[1] = v0.y * sc; x[2] = v0.z * sc; x[3] = v0.w * sc;
-                x[4] = v1.x * sc; x[5] = v1.y * sc; x[6] = v1.z * sc; x[7] = v1.w * sc;
+                x[grp][0] = v0.x * sc; x[grp][1] = v0.y * sc; x[grp][2] = v0.z * sc; x[grp][3] = v0.w * sc;
+                x[grp][4] = v1.x * sc; x[grp][5] = v1.y * sc; x[grp][6] = v1.z * sc; x[grp][7] = v1.w * sc;
             } else {
 #pragma unroll
                 for (int k = 0; k < 8; k++)
-                    x[k] = 0.0f;
+                    x[grp][k] = 0.0f;
             }
-            float sum = 0.0f, mx = 0.0f;
+            float sum = 0.0f;
 #pragma unroll
             for (int k = 0; k < 8; k++) {
-                sum += x[k];
-                mx = fmaxf(mx, fabsf(x[k]));
+                sum += x[grp][k];
+                mx = fmaxf(mx, fabsf(x[grp][k]));
             }
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            qsum[grp] = sum;
-            if constexpr (T::QK_INT) {
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float step = mx * (1.0f / 32639.0f);       // q ~= round(x / step)
-                const float inv = mx > 0.0f ? __fdividef(32639.0f, mx) : 0.0f;
-                qs[grp] = step;
+            qsq[grp] = sum;
+        }
+        if constexpr (T::QK_INT) {
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            qstep = mx * (1.0f / 32639.0f); // q ~= round(x / qstep)
+            const float inv = mx > 0.0f ? __fdividef(32639.0f, mx) : 0.0f;
+#pragma unroll
+            for (int grp = 0; grp < NG; grp++) {
+                qsq[grp] *= inv;
                 uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    int q = __float2int_rn(x[k_perm<FAM, KB>(k)] * inv);
+                    int q = __float2int_rn(x[grp][k_perm<FAM, KB>(k)] * inv);
                     q = q > 32639 ? 32639 : q < -32639 ? -32639 : q;
                     const int qh = (q + 128) >> 8, qlo = q - qh * 256;
                     hi[k >> 2] |= (uint32_t)(qh & 0xff) << (8 * (k & 3));
                     lo[k >> 2] |= (uint32_t)(qlo & 0xff) << (8 * (k & 3));
                 }
                 qa[grp][0] = hi[0];
-                qa[grp][1] = hi[1];
-                qa[grp][2] = lo[0];
+                qa[grp][1] = lo[0];
+                qa[grp][2] = hi[1];
                 qa[grp][3] = lo[1];
-            } else {
-                qs[grp] = 0.0f;
+            }
+        } else {
+#pragma unroll
+            for (int grp = 0; grp < NG; grp++)
 #pragma unroll
                 for (int s = 0; s < 4; s++) {
-                    const float x0 = x[2 * s], x1 = x[2 * s + 1];
+                    const float x0 = x[grp][2 * s], x1 = x[grp][2 * s + 1];
                     if constexpr (T::BF) {
                         qa[grp][s] = pack_bf2(x0, x1);
                         const float2 hf = unpack_bf2(qa[grp][s]);
@@ -467,34 +648,8 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
                         ql[grp][s] = pack_f2(x0 - hf.x, x1 - hf.y);
                     }
                 }
-            }
         }
     }
-
-    // ---- token range of this block and this warp's tiles
-    const int64_t t_begin = (int64_t)split * chunk;
-    const int64_t t_end = t_begin + chunk < a.len ? t_begin + chunk : a.len;
-    const int n_tiles = t_begin < t_end ? (int)((t_end - t_begin + TT - 1) / TT) : 0;
-    const int64_t head_row0 = ((int64_t)b * a.n_kv_heads + h) * a.cap;
-    const uint8_t *kg = a.k + head_row0 * T::K_ROW;
-    const uint8_t *vg = a.v + head_row0 * T::V_ROW;
-    uint8_t *const stage0 = smem + (warp * 2) * T::STAGE;
-
-    auto issue = [&](int it) {
-        const int tile = warp + it * NW;
-        if (tile < n_tiles) {
-            uint8_t *st = stage0 + (it & 1) * T::STAGE;
-            const int64_t t0 = t_begin + (int64_t)tile * TT;
-            const int n = (int)(t_end - t0 < TT ? t_end - t0 : TT);
-            const int kbytes = (n * T::K_ROW + 15) & ~15, vbytes = (n * T::V_ROW + 15) & ~15;
-            const uint8_t *ks = kg + t0 * T::K_ROW, *vs = vg + t0 * T::V_ROW;
-            for (int o = lane * 16; o < kbytes; o += 32 * 16)
-                cp_async16(st + o, ks + o);
-            for (int o = lane * 16; o < vbytes; o += 32 * 16)
-                cp_async16(st + T::K_TILE + o, vs + o);
-        }
-        cp_commit();
-    };
 
     float m_run = -INFINITY, l_run = 0.0f;
     float o_acc[D / 16][4];
@@ -502,13 +657,15 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     for (int i = 0; i < D / 16; i++)
         o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
 
-    const int my_tiles = n_tiles > warp ? (n_tiles - warp + NW - 1) / NW : 0;
-    issue(0);
-    issue(1);
+    int buf = 0; // stage of tile it = it % NS
     for (int it = 0; it < my_tiles; it++) {
-        cp_wait<1>();
+#if TQC_BULK
+        mbar_wait(&bars[warp][buf], (unsigned)(it / NS) & 1u); // use it / NS of this stage
+#else
+        cp_wait<NS - 1>();
+#endif
         __syncwarp();
-        const uint8_t *ks = stage0 + (it & 1) * T::STAGE, *vs = ks + T::K_TILE;
+        const uint8_t *ks = stage0 + buf * T::STAGE, *vs = ks + T::K_TILE;
         const int64_t t0 = t_begin + (int64_t)(warp + it * NW) * TT;
         const int nvalid = (int)(t_end - t0 < TT ? t_end - t0 : TT);
         const int64_t vis64 = lim - t0; // this row sees tile tokens [0, vis)
@@ -534,44 +691,40 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
                 for (int grp = 0; grp < NG; grp++) {
                     uint32_t b0, b1;
                     k_bytes<D, FAM, KB>(rowB, grp, tig, b0, b1);
-                    int ch[4], cl[4];
+                    int c[4];
                     constexpr bool U8 = !(FAM == TQC_TURBO && KB == 8);
-                    imma<U8>(ch, qa[grp][0], qa[grp][1], b0, b1);
-                    imma<U8>(cl, qa[grp][2], qa[grp][3], b0, b1);
+                    imma<U8>(c, qa[grp][0], qa[grp][1], qa[grp][2], qa[grp][3], b0, b1);
                     const int ag = FAM == TQC_TURBO ? grp : grp >> 1;
-                    const float x0 = (float)(ch[0] * 256 + cl[0]) * qs[grp];
-                    const float x1 = (float)(ch[1] * 256 + cl[1]) * qs[grp];
+                    const float x0 = (float)(c[0] * 256 + c[2]); // in units of qstep
+                    const float x1 = (float)(c[1] * 256 + c[3]);
                     if constexpr (FAM == TQC_TURBO) { // scale * (q.x + zero * sum q)
-                        s0 = fmaf(af0[ag], fmaf(cf0[ag], qsum[grp], x0), s0);
-                        s1 = fmaf(af1[ag], fmaf(cf1[ag], qsum[grp], x1), s1);
+                        s0 = fmaf(af0[ag], fmaf(cf0[ag], qsq[grp], x0), s0);
+                        s1 = fmaf(af1[ag], fmaf(cf1[ag], qsq[grp], x1), s1);
                     } else { // scale * q.x + bias * sum q
-                        s0 = fmaf(af0[ag], x0, fmaf(cf0[ag], qsum[grp], s0));
-                        s1 = fmaf(af1[ag], x1, fmaf(cf1[ag], qsum[grp], s1));
+                        s0 = fmaf(af0[ag], x0, fmaf(cf0[ag], qsq[grp], s0));
+                        s1 = fmaf(af1[ag], x1, fmaf(cf1[ag], qsq[grp], s1));
                     }
                 }
+                s0 *= qstep;
+                s1 *= qstep;
             } else {
+                // rows g = Q hi, rows g + 8 = Q lo of the same row: acc[0..1] + acc[2..3]
                 float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int grp = 0; grp < NG; grp++) {
                     const uint4 kv = *reinterpret_cast<const uint4 *>(rowB + 2 * (32 * grp + 8 * tig));
-                    const uint32_t a0[4] = {qa[grp][0], 0u, qa[grp][1], 0u};
-                    const uint32_t a1[4] = {ql[grp][0], 0u, ql[grp][1], 0u};
-                    const uint32_t a2[4] = {qa[grp][2], 0u, qa[grp][3], 0u};
-                    const uint32_t a3[4] = {ql[grp][2], 0u, ql[grp][3], 0u};
+                    const uint32_t a0[4] = {qa[grp][0], ql[grp][0], qa[grp][1], ql[grp][1]};
+                    const uint32_t a1[4] = {qa[grp][2], ql[grp][2], qa[grp][3], ql[grp][3]};
                     if constexpr (T::BF) {
                         mma_bf16(acc, a0, kv.x, kv.y);
-                        mma_bf16(acc, a1, kv.x, kv.y);
-                        mma_bf16(acc, a2, kv.z, kv.w);
-                        mma_bf16(acc, a3, kv.z, kv.w);
+                        mma_bf16(acc, a1, kv.z, kv.w);
                     } else {
                         mma_f16(acc, a0, kv.x, kv.y);
-                        mma_f16(acc, a1, kv.x, kv.y);
-                        mma_f16(acc, a2, kv.z, kv.w);
-                        mma_f16(acc, a3, kv.z, kv.w);
+                        mma_f16(acc, a1, kv.z, kv.w);
                     }
                 }
-                s0 = acc[0];
-                s1 = acc[1];
+                s0 = acc[0] + acc[2];
+                s1 = acc[1] + acc[3];
             }
             const bool v0 = 8 * j + 2 * tig < vis;
             const bool v1 = 8 * j + 2 * tig + 1 < vis;
@@ -586,13 +739,14 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
         const float mref = mt == -INFINITY ? 0.0f : mt;
-        const float alpha = exp2f(m_run - mref); // m_run = -inf -> 0
+        // alpha = 1 when the row's max did not move (also for padding rows, whose m stays -inf)
+        const float alpha = mt == m_run ? 1.0f : ex2(m_run - mref); // m_run = -inf -> 0
         m_run = mt;
         float psum = 0.0f;
         uint32_t pb[NT], pl[T::BF ? NT : 1]; // P^T B operand: (tokens 8j+2tig, +1) of row g
 #pragma unroll
         for (int j = 0; j < NT; j++) {
-            const float p0 = exp2f(sc[j][0] - mref), p1 = exp2f(sc[j][1] - mref);
+            const float p0 = ex2(sc[j][0] - mref), p1 = ex2(sc[j][1] - mref);
             psum += p0 + p1;
             if constexpr (T::BF) {
                 pb[j] = pack_bf2(p0, p1);
@@ -604,14 +758,17 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
         }
         l_run = l_run * alpha + psum;
         // O^T columns are rows 2tig, 2tig+1: their alpha lives in lanes 4*(2tig), 4*(2tig+1)
-        const float al0 = __shfl_sync(0xffffffffu, alpha, 8 * tig);
-        const float al1 = __shfl_sync(0xffffffffu, alpha, 8 * tig + 4);
+        // (skipped when no row's max moved: the common case once the first tiles are seen)
+        if (__any_sync(0xffffffffu, alpha != 1.0f)) {
+            const float al0 = __shfl_sync(0xffffffffu, alpha, 8 * tig);
+            const float al1 = __shfl_sync(0xffffffffu, alpha, 8 * tig + 4);
 #pragma unroll
-        for (int i = 0; i < D / 16; i++) {
-            o_acc[i][0] *= al0;
-            o_acc[i][1] *= al1;
-            o_acc[i][2] *= al0;
-            o_acc[i][3] *= al1;
+            for (int i = 0; i < D / 16; i++) {
+                o_acc[i][0] *= al0;
+                o_acc[i][1] *= al1;
+                o_acc[i][2] *= al0;
+                o_acc[i][3] *= al1;
+            }
         }
         // O^T += V^T P^T per 16-token k-step: this thread's A tokens 2tig, 2tig+1, 2tig+8, 2tig+9
         // (u = 0..3) and dims [g*ND, g*ND + ND): m-tile mt, row g = local dim 2mt, row g+8 = 2mt+1.
@@ -779,9 +936,12 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
             }
         }
         __syncwarp();
-        issue(it + 2);
+        issue(it + NS, buf);
+        buf = buf + 1 == NS ? 0 : buf + 1;
     }
+#if !TQC_BULK
     cp_wait<0>();
+#endif
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
     __syncthreads();
@@ -805,7 +965,7 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     __syncthreads();
     const int n_rows = R - rb * 8 < 8 ? R - rb * 8 : 8;
     const int64_t pidx = (((int64_t)b * a.n_kv_heads + h) * n_rb + rb) * gridDim.x + split;
-    float *po = a.work + pidx * 8 * (D + 2);
+    float *po = a.work + pidx * part_floats<D>(); // layout: part_floats()
     for (int i = threadIdx.x; i < n_rows * D; i += blockDim.x) {
         const int rr = i / D, dd = i % D;
         float M = -INFINITY;
@@ -816,15 +976,15 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
         if (M != -INFINITY) {
 #pragma unroll
             for (int w = 0; w < NW; w++) {
-                const float e = exp2f(mml[(w * 8 + rr) * 2] - M);
+                const float e = ex2(mml[(w * 8 + rr) * 2] - M);
                 o += e * mo[(w * 8 + rr) * D + dd];
                 L += e * mml[(w * 8 + rr) * 2 + 1];
             }
         }
-        po[rr * (D + 2) + dd] = o;
+        po[rr * D + dd] = o;
         if (dd == 0) {
-            po[rr * (D + 2) + D] = M;
-            po[rr * (D + 2) + D + 1] = L;
+            po[8 * D + 2 * rr] = M;
+            po[8 * D + 2 * rr + 1] = L;
         }
     }
     if (a.fused) { // the last block of this (b, h, rb) to finish merges every split (threadFenceReduction)
@@ -841,7 +1001,7 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
         __syncthreads();
         if (s_last) {
             __threadfence();
-            merge_splits<D, FAM == TQC_TURBO>(a, n_rb, (int)gridDim.x, bhr, n_rows, mo);
+            merge_splits<D, FAM == TQC_TURBO>(a, n_rb, (int)gridDim.x, bhr, n_rows);
         }
     }
 }
@@ -862,11 +1022,12 @@ __global__ void __launch_bounds__(D) reduce_kernel(tqc_attend_args a, int n_rb, 
     pdl_wait();
     if (rb * 8 + rr >= R)
         return;
-    const size_t stride = (size_t)8 * (D + 2);
-    const float *base = a.work + (size_t)bhr * n_splits * stride + (size_t)rr * (D + 2);
+    const size_t stride = part_floats<D>();
+    const float *base = a.work + (size_t)bhr * n_splits * stride + (size_t)rr * D;     // O row
+    const float *mlb = a.work + (size_t)bhr * n_splits * stride + (size_t)8 * D + 2 * rr; // m, l
     float M = -INFINITY;
     for (int s = dd; s < n_splits; s += D)
-        M = fmaxf(M, base[s * stride + D]);
+        M = fmaxf(M, mlb[s * stride]);
     for (int o = 16; o; o >>= 1)
         M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
     if (lane == 0)
@@ -877,10 +1038,10 @@ __global__ void __launch_bounds__(D) reduce_kernel(tqc_attend_args a, int n_rb, 
         M = fmaxf(M, red[w][0]);
     float L = 0.0f;
     for (int s = dd; s < n_splits; s += D) {
-        const float m = base[s * stride + D];
-        const float e = M == -INFINITY || m == -INFINITY ? 0.0f : exp2f(m - M);
+        const float m = mlb[s * stride];
+        const float e = M == -INFINITY || m == -INFINITY ? 0.0f : ex2(m - M);
         wsp[s] = e;
-        L += e * base[s * stride + D + 1];
+        L += e * mlb[s * stride + 1];
     }
     for (int o = 16; o; o >>= 1)
         L += __shfl_xor_sync(0xffffffffu, L, o);
@@ -1030,11 +1191,17 @@ struct entry {
      {Tr<64, FAM, KB, VB>::TT, Tr<128, FAM, KB, VB>::TT, Tr<256, FAM, KB, VB>::TT},                \
      {occupancy<64, FAM, KB, VB>, occupancy<128, FAM, KB, VB>, occupancy<256, FAM, KB, VB>}}
 
+// TQC_BENCH_ONLY: the four benchmarked schemes only (variant builds of bench/cuda/gpu_visit.sh,
+// a third of the compile time; test_cuda_kv needs the full table).
 const entry g_table[] = {
+#ifdef TQC_BENCH_ONLY
+    TQC_E(TQC_BF16, 16, 16), TQC_E(TQC_AFF, 8, 8), TQC_E(TQC_TURBO, 8, 3), TQC_E(TQC_TURBO, 4, 3),
+#else
     TQC_E(TQC_F16, 16, 16),  TQC_E(TQC_BF16, 16, 16), TQC_E(TQC_AFF, 8, 8),
     TQC_E(TQC_AFF, 4, 4),    TQC_E(TQC_TURBO, 8, 3),  TQC_E(TQC_TURBO, 4, 3),
     TQC_E(TQC_TURBO, 8, 4),  TQC_E(TQC_TURBO, 8, 2),  TQC_E(TQC_TURBO, 4, 2),
     TQC_E(TQC_TURBO, 4, 4),
+#endif
 };
 
 const entry *find(const tqc_geom *g)
