@@ -184,6 +184,14 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
                  : t0;
     for (int64_t tb = t0; tb < t_end; tb += TQ_TURBO_KB) {
         const int nk = (int)(t_end - tb < TQ_TURBO_KB ? t_end - tb : TQ_TURBO_KB);
+        if (tb + TQ_TURBO_KB < t_end) { /* the next block's packed rows, while this one runs */
+            const uint8_t *kn = K + (size_t)(tb + TQ_TURBO_KB) * kr;
+            const uint8_t *vn = V + (size_t)(tb + TQ_TURBO_KB) * vr;
+            for (size_t b = 0; b < TQ_TURBO_KB * kr; b += 64)
+                __builtin_prefetch(kn + b);
+            for (size_t b = 0; b < TQ_TURBO_KB * vr; b += 64)
+                __builtin_prefetch(vn + b);
+        }
         if (s.kind == TQ_KV_TURBO) {
             j->kk->dec_k(K + (size_t)tb * kr, nk, hd, s.k_bits, kdec);
             for (int k = 0; k < nk; k++)
