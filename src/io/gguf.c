@@ -526,7 +526,7 @@ static tq_status open_common(tq_gguf *g, const char *name, tq_gguf **out)
                              want);
                 break;
             }
-            if ((st = tq_map_read(&g->map, 0, g->hdr, want)))
+            if ((st = tq_map_read(&g->map, 0, g->hdr, want)) || (st = tq_map_check(&g->map)))
                 break;
             st = parse(g);
             if (!st || !g->more || want == g->size)
@@ -921,4 +921,9 @@ tq_status tq_gguf_read_tensor(const tq_gguf *g, int64_t i, size_t off, void *dst
         return TQ_FAIL(TQ_E_ARG, "%s: tensor '%s': read [%zu, +%zu) past its %zu bytes", g->path,
                        t->name, off, n, t->nbytes);
     return tq_map_read(&g->map, g->data_off + (size_t)t->offset + off, dst, n);
+}
+
+tq_status tq_gguf_check(const tq_gguf *g)
+{
+    return tq_map_check(&g->map);
 }

@@ -25,15 +25,19 @@ void tq_map_memory(tq_map *m, const void *data, size_t size);
 void tq_unmap_file(tq_map *m);
 /* tq_map_read() -- copy bytes [off, off + n) of the file into dst: pread for a file (never
  * through the mapping), memcpy for a memory image. TQ_E_IO naming the file when the file is
- * now shorter than that (truncated by another process), or when it changed size or mtime
- * since it was opened (checked after the read, so what was read is known to be consistent with
- * what was validated at open). */
+ * now shorter than that (truncated by another process). */
 tq_status tq_map_read(const tq_map *m, size_t off, void *dst, size_t n);
+/* tq_map_check() -- TQ_E_IO naming the file if its size or mtime is not what it was at open
+ * (call after a read: what was read is then consistent with what was validated at open). */
+tq_status tq_map_check(const tq_map *m);
 
 /* tq_gguf_read_tensor()/tq_st_read_tensor() -- bytes [off, off + n) of tensor i's data into dst
- * with tq_map_read() (i must be a valid index). */
+ * with tq_map_read() (i must be a valid index); tq_gguf_check()/tq_st_check_tensor() run
+ * tq_map_check() on the file that holds it. */
 tq_status tq_gguf_read_tensor(const tq_gguf *g, int64_t i, size_t off, void *dst, size_t n);
 tq_status tq_st_read_tensor(const tq_st *st, int64_t i, size_t off, void *dst, size_t n);
+tq_status tq_gguf_check(const tq_gguf *g);
+tq_status tq_st_check_tensor(const tq_st *st, int64_t i);
 
 /* Dequantization kernels: n elements (multiple of the block) from src into dst. */
 typedef void (*tq_dequant_fn)(const void *src, float *dst, int64_t n);

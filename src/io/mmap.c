@@ -78,7 +78,6 @@ void tq_unmap_file(tq_map *m)
 tq_status tq_map_read(const tq_map *m, size_t off, void *dst, size_t n)
 {
     const char *path = m->path ? m->path : "(memory)";
-    struct stat sb;
     size_t done = 0;
 
     if (off > m->size || n > m->size - off)
@@ -105,6 +104,15 @@ tq_status tq_map_read(const tq_map *m, size_t off, void *dst, size_t n)
                            path, off + done, m->size);
         done += (size_t)k;
     }
+    return TQ_OK;
+}
+
+tq_status tq_map_check(const tq_map *m)
+{
+    const char *path = m->path ? m->path : "(memory)";
+    struct stat sb;
+    if (m->fd < 0)
+        return TQ_OK;
     if (fstat(m->fd, &sb) != 0)
         return TQ_FAIL(TQ_E_IO, "%s: cannot stat: %s", path, strerror(errno));
     if ((uint64_t)sb.st_size != (uint64_t)m->size || mtime_ns(&sb) != m->mtime_ns)

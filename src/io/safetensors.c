@@ -225,7 +225,7 @@ static tq_status parse_shard(tq_st *st, int si)
     if (!(hj = tq_malloc((size_t)hlen + 1)))
         return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory for a %llu-byte header", path,
                        (unsigned long long)hlen);
-    if ((rc = tq_map_read(&sh->map, 8, hj, (size_t)hlen)))
+    if ((rc = tq_map_read(&sh->map, 8, hj, (size_t)hlen)) || (rc = tq_map_check(&sh->map)))
         goto out;
     hj[hlen] = 0;
     if (hlen < 2 || hj[0] != '{') {
@@ -622,6 +622,11 @@ tq_status tq_st_read_tensor(const tq_st *st, int64_t i, size_t off, void *dst, s
         return TQ_FAIL(TQ_E_ARG, "%s: tensor '%s': read [%zu, +%zu) past its %zu bytes", sh->path,
                        t->name, off, n, t->nbytes);
     return tq_map_read(&sh->map, sh->data_off + t->begin + off, dst, n);
+}
+
+tq_status tq_st_check_tensor(const tq_st *st, int64_t i)
+{
+    return tq_map_check(&st->shards[st->tensors[i].shard].map);
 }
 
 const char *tq_st_metadata(const tq_st *st, const char *key)

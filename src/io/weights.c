@@ -379,6 +379,12 @@ static void store(tq_dtype dt, void *dst, int64_t off, const float *x, int64_t n
 
 #define PIECE_BYTES ((size_t)64 << 10) /* stack buffer of the conversion paths */
 
+/* After reading a tensor: the file still has the size and mtime it had at open. */
+static tq_status check_file(const tq_weights *w, const w_entry *e)
+{
+    return w->fmt == TQ_WEIGHTS_GGUF ? tq_gguf_check(w->gguf) : tq_st_check_tensor(w->st, e->src_index);
+}
+
 /* Decode the whole blocks in bytes [off, off + nbytes) of GGUF tensor ti into out as f32,
  * reading them piece by piece (F32 goes straight into out). No allocation. */
 static tq_status dq_range(const tq_weights *w, const tq_gguf_tensor_info *ti, int64_t idx,
@@ -399,6 +405,36 @@ static tq_status dq_range(const tq_weights *w, const tq_gguf_tensor_info *ti, in
         out += n;
         off += k;
         nbytes -= k;
+    }
+    return st;
+}
+
+/* Permuted q/k rows (or bias elements): source rows are read a piece at a time and each is
+ * decoded to its HF row (through the f32 scratch `row` when dt is not f32). */
+static tq_status read_gguf_perm(const tq_weights *w, const w_entry *e,
+                                const tq_gguf_tensor_info *ti, tq_dtype dt, void *dst, float *row,
+                                int64_t rows, int64_t row_len, size_t row_bytes)
+{
+    _Alignas(64) uint8_t buf[PIECE_BYTES];
+    const int fits = row_bytes <= sizeof(buf);
+    const int64_t per = fits ? (int64_t)(sizeof(buf) / row_bytes) : 1;
+    const int64_t hd = rows / e->perm_heads;
+    tq_status st = TQ_OK;
+    for (int64_t r = 0; r < rows && !st; r += per) {
+        const int64_t nr = rows - r < per ? rows - r : per;
+        if (fits)
+            st = tq_gguf_read_tensor(w->gguf, e->src_index, (size_t)r * row_bytes, buf,
+                                     (size_t)nr * row_bytes);
+        for (int64_t k = 0; k < nr && !st; k++) {
+            const int64_t g = r + k, h = g / hd, rem = g % hd;
+            const int64_t dr = h * hd + (rem % 2) * (hd / 2) + rem / 2;
+            float *out = dt == TQ_DTYPE_F32 ? (float *)dst + dr * row_len : row;
+            st = fits ? tq_ggml_dequant(ti->type, buf + (size_t)k * row_bytes, row_bytes, out,
+                                        row_len)
+                      : dq_range(w, ti, e->src_index, (size_t)g * row_bytes, row_bytes, out);
+            if (!st && dt != TQ_DTYPE_F32)
+                store(dt, dst, dr * row_len, row, row_len);
+        }
     }
     return st;
 }
@@ -429,27 +465,20 @@ static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, v
     }
     if (!e->perm_heads && dt == TQ_DTYPE_F32)
         return dq_range(w, &ti, e->src_index, 0, ti.nbytes, dst);
-    /* row by row (permuted rows, or through an f32 scratch of up to 64 rows) */
+    /* permuted rows, or through an f32 scratch of up to 64 rows */
     chunk = e->perm_heads ? 1 : (rows < 64 ? rows : 64);
     if (dt != TQ_DTYPE_F32 && !(row = tq_malloc((size_t)(chunk * row_len) * sizeof(float))))
         return TQ_FAIL(TQ_E_NOMEM, "out of memory for a %lld-element row", (long long)row_len);
+    if (e->perm_heads) {
+        st = read_gguf_perm(w, e, &ti, dt, dst, row, rows, row_len, row_bytes);
+        tq_free(row);
+        return st;
+    }
     for (int64_t r = 0; r < rows && !st; r += chunk) {
         const int64_t nr = rows - r < chunk ? rows - r : chunk;
-        int64_t dr = r;
-        if (e->perm_heads) {
-            const int64_t hd = rows / e->perm_heads;
-            const int64_t h = r / hd, rem = r % hd;
-            dr = h * hd + (rem % 2) * (hd / 2) + rem / 2;
-        }
         const size_t src = (size_t)r * row_bytes;
-        if (dt == TQ_DTYPE_F32) {
-            st = dq_range(w, &ti, e->src_index, src, row_bytes * (size_t)nr,
-                          (float *)dst + dr * row_len);
-        } else {
-            st = dq_range(w, &ti, e->src_index, src, row_bytes * (size_t)nr, row);
-            if (!st)
-                store(dt, dst, dr * row_len, row, nr * row_len);
-        }
+        if (!(st = dq_range(w, &ti, e->src_index, src, row_bytes * (size_t)nr, row)))
+            store(dt, dst, r * row_len, row, nr * row_len);
     }
     tq_free(row);
     return st;
@@ -559,8 +588,10 @@ tq_status tq_weights_read_rows(const tq_weights *w, const char *name, int64_t r0
                        (long long)n, need, dst_cap);
     if (n == 0)
         return TQ_OK;
-    return w->fmt == TQ_WEIGHTS_GGUF ? read_gguf_rows(w, e, r0, n, dt, dst)
-                                     : read_st(w, e, r0 * row_len, n * row_len, dt, dst);
+    const tq_status st = w->fmt == TQ_WEIGHTS_GGUF
+                             ? read_gguf_rows(w, e, r0, n, dt, dst)
+                             : read_st(w, e, r0 * row_len, n * row_len, dt, dst);
+    return st ? st : check_file(w, e);
 }
 
 tq_status tq_weights_read(const tq_weights *w, const char *name, tq_dtype dt, void *dst,
@@ -577,6 +608,7 @@ tq_status tq_weights_read(const tq_weights *w, const char *name, tq_dtype dt, vo
     if (!tq_mul_ok((size_t)e->n_elem, tq_dtype_size(dt), &need) || dst_cap < need || (!dst && need))
         return TQ_FAIL(TQ_E_ARG, "weights: '%s' needs %lld x %zu bytes, buffer has %zu", name,
                        (long long)e->n_elem, tq_dtype_size(dt), dst_cap);
-    return w->fmt == TQ_WEIGHTS_GGUF ? read_gguf(w, e, dt, dst)
-                                     : read_st(w, e, 0, e->n_elem, dt, dst);
+    const tq_status st = w->fmt == TQ_WEIGHTS_GGUF ? read_gguf(w, e, dt, dst)
+                                                   : read_st(w, e, 0, e->n_elem, dt, dst);
+    return st ? st : check_file(w, e);
 }
