@@ -238,6 +238,22 @@ static void check_big_header(void)
 #undef U64
     tp(p, "big_header.gguf");
     CHECK(write_bytes(p, b, n), "write %s", p);
+    {
+        /* the same file with the big string claiming 2^40 bytes: refused naming the real size
+         * (not the size of the part read so far) */
+        char q[512], sz[64];
+        tq_gguf *g = NULL;
+        const size_t at = 4 + 4 + 8 + 8 + 8 + strlen(k1) + 4 + 8 + strlen(v1) + 8 + strlen(k2) + 4;
+        tq_wr64(b + at, (uint64_t)1 << 40);
+        tp(q, "bad_big_header.gguf");
+        CHECK(write_bytes(q, b, n), "write %s", q);
+        snprintf(sz, sizeof(sz), "(%zu bytes)", n);
+        const tq_status st = tq_gguf_open(q, &g);
+        CHECK(st == TQ_E_FORMAT && has(tq_last_error(), "string length 1099511627776") &&
+                  has(tq_last_error(), sz),
+              "2^40-byte string: %s (%s)", tq_status_str(st), tq_last_error());
+        tq_gguf_free(g);
+    }
     free(b);
     CHECK(tq_weights_open(p, &w) == TQ_OK, "5 MiB header: %s", tq_last_error());
     if (w) {

@@ -228,8 +228,8 @@ typedef struct tq_st_writer tq_st_writer;
  * shard limit); any other path is a directory (created if missing) that receives
  * model.safetensors, or model-0000i-of-0000N.safetensors + model.safetensors.index.json when the
  * data exceeds shard_bytes (0 = never shard). Tensor data goes to temporary files as it arrives
- * (memory stays bounded); tq_st_writer_finish() writes each final file as <name>.tmp, fsyncs it and
- * renames it into place, so readers never see a half-written file. */
+ * (memory stays bounded); tq_st_writer_finish() writes each final file through tq_atomic_file
+ * (below: <name>.tmp.<pid>, fsync, rename into place), so readers never see a half-written file. */
 TQ_API tq_status tq_st_writer_create(const char *path, uint64_t shard_bytes, tq_st_writer **out);
 /* tq_st_writer_set_metadata() -- add a "__metadata__" string pair (written in every shard and in
  * the index). Keys must be unique and not start with "__". */

@@ -65,19 +65,27 @@ typedef struct cursor {
     tq_gguf *g; /* g->more is set when a bound fails only because less than the file was read */
 } cursor;
 
-/* A bound failed at the end of the buffer: fine if the file itself ends there; else retry. */
-static void short_buf(cursor *c)
+/* A bound failed at the end of the buffer: `n` more bytes were needed from c->pos (SIZE_MAX:
+ * more than can be counted). If the file itself has them, read more of it and parse again; if
+ * not, the failure stands. */
+static void short_buf(cursor *c, size_t n)
 {
-    if (c->g && c->size < c->g->size)
+    if (c->g && c->size < c->g->size && c->pos <= c->g->size && n <= c->g->size - c->pos)
         c->g->more = 1;
+}
+
+/* The file's size, for messages (the cursor may span only the part read so far). */
+static size_t file_size(const cursor *c)
+{
+    return c->g ? c->g->size : c->size;
 }
 
 static tq_status need(cursor *c, size_t n, const char *what)
 {
     if (n > c->size - c->pos) {
-        short_buf(c);
+        short_buf(c, n);
         return TQ_FAIL(TQ_E_FORMAT, "%s: truncated: %s at offset %zu needs %zu bytes, file has %zu",
-                       c->name, what, c->pos, n, c->size);
+                       c->name, what, c->pos, n, file_size(c));
     }
     return TQ_OK;
 }
@@ -109,11 +117,11 @@ static tq_status rd_str(cursor *c, const uint8_t **s, uint64_t *len, const char 
     if (st)
         return st;
     if (*len > c->size - c->pos) {
-        short_buf(c);
+        short_buf(c, *len > SIZE_MAX ? SIZE_MAX : (size_t)*len);
         return TQ_FAIL(TQ_E_FORMAT,
                        "%s: %s at offset %zu: string length %llu runs past the end "
                        "of the file (%zu bytes)",
-                       c->name, what, c->pos - 8, (unsigned long long)*len, c->size);
+                       c->name, what, c->pos - 8, (unsigned long long)*len, file_size(c));
     }
     *s = c->p + c->pos;
     c->pos += (size_t)*len;
@@ -193,7 +201,7 @@ static tq_status skip_value(cursor *c, int t, int depth, const char *key)
         const size_t esz = scalar_size((int)at);
         const size_t min = esz ? esz : (at == TQ_GGUF_STRING ? 8 : 12);
         if (n > (c->size - c->pos) / min) {
-            short_buf(c);
+            short_buf(c, n > SIZE_MAX / min ? SIZE_MAX : (size_t)n * min);
             return TQ_FAIL(TQ_E_FORMAT,
                            "%s: key '%s': array of %llu %s elements runs past the end "
                            "of the file",
@@ -501,6 +509,7 @@ static void clear_parsed(tq_gguf *g)
 }
 
 #define GGUF_HDR_FIRST ((size_t)4 << 20) /* first header read; x4 while the parse needs more */
+#define GGUF_HDR_MAX ((size_t)1 << 30)  /* metadata + tensor infos beyond this are refused */
 
 static tq_status open_common(tq_gguf *g, const char *name, tq_gguf **out)
 {
@@ -531,7 +540,16 @@ static tq_status open_common(tq_gguf *g, const char *name, tq_gguf **out)
             st = parse(g);
             if (!st || !g->more || want == g->size)
                 break;
+            if (want >= GGUF_HDR_MAX) {
+                st = TQ_FAIL(TQ_E_UNSUPPORTED,
+                             "%s: the metadata and tensor infos take more than %zu MiB (a GGUF "
+                             "header is normally a few MiB); not read",
+                             g->path, GGUF_HDR_MAX >> 20);
+                break;
+            }
             want = want > g->size / 4 ? g->size : want * 4;
+            if (want > GGUF_HDR_MAX)
+                want = GGUF_HDR_MAX;
         }
     }
     if (st) {
