@@ -5,6 +5,7 @@
  * double versions are one template (HAD_DEFINE) so their operation order cannot drift apart. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "common/hadamard.h"
 #include "core/core.h"
@@ -40,11 +41,16 @@ float tq_hadamard_scale(int64_t n)
 
 static tq_status bad_n(int64_t n)
 {
+    char ks[256]; /* the orders of the table, "1, 12, 20, ..." */
+    size_t len = 0;
+    ks[0] = 0;
+    for (int i = 0; i < tq_hadamard_n_bases && len + 8 < sizeof(ks); i++)
+        len += (size_t)snprintf(ks + len, sizeof(ks) - len, "%s%d", i ? ", " : "",
+                                tq_hadamard_bases[i].k);
     return TQ_FAIL(TQ_E_ARG,
-                   "hadamard: n = %lld is not supported: n must be K * 2^m with K in {1, 12, 20, "
-                   "28, 36, 40, 44, 52, 60, 68, 76, 84, 100, 108, 124, 132, 140, 148, 164} "
-                   "(src/common/hadamard.h), e.g. 576 = 36 * 16 or 640 = 40 * 16",
-                   (long long)n);
+                   "hadamard: n = %lld is not supported: n must be K * 2^m, 1 <= n <= 2^40, with "
+                   "K in {%s} (src/common/hadamard.h), e.g. 576 = 36 * 16 or 640 = 40 * 16",
+                   (long long)n, ks);
 }
 
 /* Row r of H_K as +-1 of type T: sgn[t] = H_K[r][t] (transpose = 0) or H_K[t][r] (transpose). */
