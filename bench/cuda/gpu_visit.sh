@@ -29,7 +29,7 @@ if [ -f build/gpu-model/gpu_part_aa ] && [ -f models/gpu_part_ab ] && [ ! -f "$m
     cat build/gpu-model/gpu_part_aa models/gpu_part_ab > "$model"
 fi
 [ -f "$model" ] && sha256sum "$model"
-case "$mode" in cold | a1 | a2 | a3) ;; *) export TQ_FULL=1 ;; esac
+case "$mode" in cold | a1 | a2 | a3 | a4) ;; *) export TQ_FULL=1 ;; esac
 JOBS=16 bench/cuda/build.sh build/gpu || { echo "BUILD FAILED"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build/gpu
@@ -186,7 +186,7 @@ PY
             --batch 1,8 --reps 20 --timing cold
     done
     ;;
-a1 | a2 | a3)
+a1 | a2 | a3 | a4)
     # issue 16 part A visits (written 2026-12-02): L2-cold GPU time (the issue's targets) with host
     # timing as the second column; same-run A/Bs of kernel variants (bench-only builds, compiled in
     # the background while the main build is tested); ncu of the attend kernel at the target points.
@@ -198,6 +198,11 @@ a1 | a2 | a3)
     # ns3 (TT 32, 3 stages), bulk (-DTQC_BULK=1, then not default), bulk32m4.
     case "$mode" in
     a2) vdef="base||../base_kv_attend.cu;cpasync|-DTQC_BULK=0|;ns3|-DTQC_STAGE_INT=8192 -DTQC_NSTAGE_INT=3 -DTQC_NSTAGE_HALF=3|;ns4|-DTQC_STAGE_INT=8192 -DTQC_NSTAGE_INT=4 -DTQC_NSTAGE_HALF=3|;red16|-DTQC_RED_UNROLL=16|" ;;
+    # a2 (02:33 UTC): bulk copies default; fused merge opt-in. a3: pair-table copies, k8 stages, fused
+    # default; prev = a2's defaults (every variant runs the reduce kernel, TQ_CUDA_FUSED_REDUCE=0)
+    a3) vdef="base||../base_kv_attend.cu;prev|-DTQC_LUT_REP=1 -DTQC_STAGE_K8=16384 -DTQC_NSTAGE_K8=2 -DTQC_NSTAGE_HALF=2|;norep|-DTQC_LUT_REP=1|;k8s2|-DTQC_STAGE_K8=16384 -DTQC_NSTAGE_K8=2|;half2|-DTQC_NSTAGE_HALF=2|" ;;
+    # a3 (02:46 UTC): 16 pair-table copies did not pay (now 1); a4 = the final defaults
+    a4) vdef="base||../base_kv_attend.cu;rep16|-DTQC_LUT_REP=16|" ;;
     *) vdef="base||../base_kv_attend.cu" ;;
     esac
     vlist=${VARIANTS:-$vdef}
@@ -211,7 +216,10 @@ a1 | a2 | a3)
     done
     timeout 300 $B/test_cuda_kv > $w/test_cuda_kv.log 2>&1; echo "test_cuda_kv rc=$?"; tail -1 $w/test_cuda_kv.log
     echo "worst rel err: $(grep 'max rel' $w/test_cuda_kv.log | awk '{print $NF}' | sort -g | tail -1)"
-    TQ_CUDA_FUSED_REDUCE=1 timeout 300 $B/test_cuda_kv > $w/test_cuda_kv_fused.log 2>&1; echo "test_cuda_kv (fused merge) rc=$?"
+    # the other reduce path (a1/a2: default = reduce kernel, so this ran the fused merge; a3 on: the
+    # fused merge is the default, so this runs the reduce kernel)
+    case "$mode" in a1 | a2) alt=1 ;; *) alt=0 ;; esac
+    TQ_CUDA_FUSED_REDUCE=$alt timeout 300 $B/test_cuda_kv > $w/test_cuda_kv_fused.log 2>&1; echo "test_cuda_kv (TQ_CUDA_FUSED_REDUCE=$alt) rc=$?"
     tail -1 $w/test_cuda_kv_fused.log
     echo "worst rel err: $(grep 'max rel' $w/test_cuda_kv_fused.log | awk '{print $NF}' | sort -g | tail -1)"
     for v in "${pids[@]}"; do wait $v; done; echo "variant builds done: $(( $(date +%s) - t0 )) s"
@@ -222,12 +230,12 @@ a1 | a2 | a3)
             IFS='|' read -r vn vf vsrc <<< "$v"
             [ -x build/v-$vn/kv_bench_cuda ] || continue
             echo "-- A/B round $round: $vn ($vf ${vsrc:-}), reduce kernel"
-            timeout 100 build/v-$vn/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_${vn}_r$round.csv | grep -v "^device\|^heads"
+            TQ_CUDA_FUSED_REDUCE=0 timeout 100 build/v-$vn/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_${vn}_r$round.csv | grep -v "^device\|^heads"
         done
         echo "-- A/B round $round: new (this commit), fused merge (TQ_CUDA_FUSED_REDUCE=1)"
         TQ_CUDA_FUSED_REDUCE=1 timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_fused_r$round.csv | grep -v "^device\|^heads"
         echo "-- A/B round $round: new (this commit), reduce kernel"
-        timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_new_r$round.csv | grep -v "^device\|^heads"
+        TQ_CUDA_FUSED_REDUCE=0 timeout 100 $B/kv_bench_cuda --schemes bf16,turbo:k8v3,turbo:k4v3 $pts --csv $w/ab_new_r$round.csv | grep -v "^device\|^heads"
     done
     echo "A/B done: $(( $(date +%s) - t0 )) s"; pack
     # full tables (this commit's defaults), both timings
@@ -239,8 +247,8 @@ a1 | a2 | a3)
     echo "tables done: $(( $(date +%s) - t0 )) s"; pack
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/memcheck.log 2>&1
     echo "memcheck rc=$?"; tail -2 $w/memcheck.log
-    TQ_CUDA_FUSED_REDUCE=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/memcheck_fused.log 2>&1
-    echo "memcheck (fused merge) rc=$?"; tail -2 $w/memcheck_fused.log
+    TQ_CUDA_FUSED_REDUCE=$alt timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/memcheck_fused.log 2>&1
+    echo "memcheck (TQ_CUDA_FUSED_REDUCE=$alt) rc=$?"; tail -2 $w/memcheck_fused.log
     timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/racecheck.log 2>&1
     echo "racecheck rc=$?"; tail -2 $w/racecheck.log
     echo "sanitizers done: $(( $(date +%s) - t0 )) s"; pack
@@ -253,6 +261,15 @@ a1 | a2 | a3)
         timeout 120 ncu --clock-control none $ncu_secs $ncu_met -k regex:attend_kernel --launch-skip 3 --launch-count 1 \
             $B/kv_bench_cuda --schemes $sc --ctx $cc --batch $bb --head-dim ${hd:-128} --reps 1 --timing cold >> $w/ncu.txt 2>&1
         echo "ncu $p rc=$?"
+    done
+    # stall reasons (per issued instruction) at two points, separately (a metric name ncu rejects
+    # must not cost the sections above)
+    for p in turbo:k8v3,1,32768 turbo:k8v3,8,131072; do
+        IFS=',' read -r sc bb cc <<< "$p"
+        echo "== ncu stalls $sc batch $bb ctx $cc" >> $w/ncu_stalls.txt
+        timeout 100 ncu --clock-control none --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active" \
+            -k regex:attend_kernel --launch-skip 3 --launch-count 1 $B/kv_bench_cuda --schemes $sc --ctx $cc --batch $bb \
+            --reps 1 --timing cold >> $w/ncu_stalls.txt 2>&1; echo "ncu stalls $p rc=$?"
     done
     timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k regex:"attend|reduce" $B/kv_bench_cuda \
         --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 1024,32768,131072 --batch 1,8 --reps 3 --timing cold \

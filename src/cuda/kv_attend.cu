@@ -56,6 +56,21 @@ namespace {
 #ifndef TQC_RED_UNROLL
 #define TQC_RED_UNROLL 4
 #endif
+// Copies of the turbo V pair table (<= 64 entries: V <= 3 bits) side by side, lane l reading copy
+// l % TQC_LUT_REP: the 32 lanes' random lookups then hit at most 32 / TQC_LUT_REP lanes per bank
+// (1 = one table: bank conflicts of random indices). Power of two, <= 16. Measured (H200, a3):
+// 16 copies gained nothing for k8v3 and cost k4v3 8% at batch 8, so 1.
+#ifndef TQC_LUT_REP
+#define TQC_LUT_REP 1
+#endif
+// turbo 8-bit K codes at head_dim 128: stage bytes and stages of their own (measured on the H200:
+// 32-token tiles in 3 stages beat 64-token tiles in 2 for k8v3; k4v3 keeps the 64-token tiles).
+#ifndef TQC_STAGE_K8
+#define TQC_STAGE_K8 8192
+#endif
+#ifndef TQC_NSTAGE_K8
+#define TQC_NSTAGE_K8 3
+#endif
 // Tiles moved by cp.async.bulk + mbarrier (1) or by 16-byte cp.async from every lane (0).
 #ifndef TQC_BULK
 #define TQC_BULK 1
@@ -65,7 +80,7 @@ namespace {
 #define TQC_NSTAGE_INT 2
 #endif
 #ifndef TQC_NSTAGE_HALF
-#define TQC_NSTAGE_HALF 2
+#define TQC_NSTAGE_HALF 3
 #endif
 constexpr int NW = 4; // warps per block
 constexpr int RED_UNROLL = TQC_RED_UNROLL; // (#pragma unroll does not expand macros)
@@ -110,13 +125,15 @@ template <int D, int FAM, int KB, int VB>
 struct Tr {
     static constexpr int K_ROW = FAM == TQC_TURBO ? D * KB / 8 + D / 8 : FAM == TQC_AFF ? D * KB / 8 + D / 16 : 2 * D;
     static constexpr int V_ROW = FAM == TQC_TURBO ? D * VB / 8 + D / 16 : FAM == TQC_AFF ? D * VB / 8 + D / 16 : 2 * D;
-    static constexpr int STAGE_BYTES = (FAM == TQC_TURBO || FAM == TQC_AFF) ? TQC_STAGE_INT : TQC_STAGE_HALF;
+    static constexpr bool INT = FAM == TQC_TURBO || FAM == TQC_AFF;
+    static constexpr bool K8 = FAM == TQC_TURBO && KB == 8 && D == 128; // the measured shape
+    static constexpr int STAGE_BYTES = INT ? (K8 ? TQC_STAGE_K8 : TQC_STAGE_INT) : TQC_STAGE_HALF;
     static constexpr int TT0 = (STAGE_BYTES / (K_ROW + V_ROW)) & ~15;
     static constexpr int TT = TT0 < 16 ? 16 : TT0 > 64 ? 64 : TT0; // tokens per warp tile
     static constexpr int K_TILE = (TT * K_ROW + 15) / 16 * 16 + 16;  // + slack for word over-reads
     static constexpr int V_TILE = (TT * V_ROW + 15) / 16 * 16 + 16;
     static constexpr int STAGE = K_TILE + V_TILE;
-    static constexpr int NSTAGE = (FAM == TQC_TURBO || FAM == TQC_AFF) ? TQC_NSTAGE_INT : TQC_NSTAGE_HALF;
+    static constexpr int NSTAGE = INT ? (K8 ? TQC_NSTAGE_K8 : TQC_NSTAGE_INT) : TQC_NSTAGE_HALF;
     static constexpr int SMEM_PIPE = NW * NSTAGE * STAGE;
     static constexpr int SMEM_MERGE = NW * 8 * (D + 2) * 4;
     static constexpr int SMEM = SMEM_PIPE > SMEM_MERGE ? SMEM_PIPE : SMEM_MERGE;
@@ -127,6 +144,9 @@ struct Tr {
     static constexpr int NG = D / 32;  // 32-groups
     static constexpr int ND = D / 8;   // V dims per thread
     static constexpr int LUT2 = PV_LUT2 ? 1 << (2 * VB) : 1;
+    static constexpr int LUT_REP = PV_LUT2 && LUT2 <= 64 ? TQC_LUT_REP : 1; // copies of the pair table
+    static constexpr int LUT_SH = LUT_REP == 16 ? 6 : LUT_REP == 8 ? 5 : LUT_REP == 4 ? 4 : LUT_REP == 2 ? 3 : 2;
+    static_assert((4 << (LUT_SH - 2)) == 4 * LUT_REP, "TQC_LUT_REP: 1, 2, 4, 8 or 16");
     static_assert(K_ROW % 4 == 0 && V_ROW % 4 == 0, "rows must be 4-byte multiples");
 };
 
@@ -498,7 +518,8 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     using T = Tr<D, FAM, KB, VB>;
     constexpr int TT = T::TT, NG = T::NG, ND = T::ND, NT = TT / 8;
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ uint32_t lut2[T::LUT2]; // (C[i0], C[i1]) half2, index i0 | i1 << VB
+    // (C[i0], C[i1]) half2 at word (i0 | i1 << VB) * LUT_REP + copy
+    __shared__ uint32_t lut2[T::LUT2 * T::LUT_REP];
     __shared__ float lut1[FAM == TQC_TURBO ? 1 << VB : 1];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -564,8 +585,10 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
         for (int i = threadIdx.x; i < (1 << VB); i += blockDim.x)
             lut1[i] = d_cent[off + i];
         if constexpr (T::PV_LUT2)
-            for (int i = threadIdx.x; i < T::LUT2; i += blockDim.x)
-                lut2[i] = pack_f2(d_cent[off + (i & ((1 << VB) - 1))], d_cent[off + (i >> VB)]);
+            for (int i = threadIdx.x; i < T::LUT2 * T::LUT_REP; i += blockDim.x) {
+                const int e = i >> (T::LUT_SH - 2);
+                lut2[i] = pack_f2(d_cent[off + (e & ((1 << VB) - 1))], d_cent[off + (e >> VB)]);
+            }
         __syncthreads();
     }
 
@@ -835,15 +858,16 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
                         O[pr] = ((x0 >> VB) & ME) | (x1 & ~ME);
                     }
                     const uint8_t *lb = reinterpret_cast<const uint8_t *>(lut2);
+                    const uint32_t lcopy = (uint32_t)(lane & (T::LUT_REP - 1)) << 2; // byte offset of my copy
 #pragma unroll
                     for (int mt2 = 0; mt2 < D / 16; mt2++) {
-                        constexpr uint64_t M = ((1ull << (2 * VB)) - 1) << 2;
-                        const int sh = 2 * VB * mt2 - 2;
+                        constexpr uint64_t M = ((1ull << (2 * VB)) - 1) << T::LUT_SH;
+                        const int sh = 2 * VB * mt2 - T::LUT_SH;
                         uint32_t av[4];
 #pragma unroll
                         for (int pr = 0; pr < 2; pr++) {
-                            const uint32_t oe = (uint32_t)((sh >= 0 ? E[pr] >> sh : E[pr] << 2) & M);
-                            const uint32_t oo = (uint32_t)((sh >= 0 ? O[pr] >> sh : O[pr] << 2) & M);
+                            const uint32_t oe = (uint32_t)((sh >= 0 ? E[pr] >> sh : E[pr] << -sh) & M) | lcopy;
+                            const uint32_t oo = (uint32_t)((sh >= 0 ? O[pr] >> sh : O[pr] << -sh) & M) | lcopy;
                             const __half2 sp = pr ? s23 : s01;
                             av[2 * pr] = h2_bits(__hmul2(bits_h2(*reinterpret_cast<const uint32_t *>(lb + oe)), sp));
                             av[2 * pr + 1] = h2_bits(__hmul2(bits_h2(*reinterpret_cast<const uint32_t *>(lb + oo)), sp));
@@ -859,8 +883,9 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
                         const int bit = (2 * mt2 + e) * VB;
                         const uint32_t i01 = vb[0].template field<VB>(bit, 0) | vb[1].template field<VB>(bit, VB);
                         const uint32_t i23 = vb[2].template field<VB>(bit, 0) | vb[3].template field<VB>(bit, VB);
-                        av[e] = h2_bits(__hmul2(bits_h2(lut2[i01]), s01));
-                        av[2 + e] = h2_bits(__hmul2(bits_h2(lut2[i23]), s23));
+                        const int lc = lane & (T::LUT_REP - 1);
+                        av[e] = h2_bits(__hmul2(bits_h2(lut2[i01 * T::LUT_REP + lc]), s01));
+                        av[2 + e] = h2_bits(__hmul2(bits_h2(lut2[i23 * T::LUT_REP + lc]), s23));
                     }
                     mma_f16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
                 }
@@ -1280,6 +1305,10 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
         ns = 1;
     if (ns > 4096)
         ns = 4096;
+    if (n_splits_req <= 0 && len > 0) { // drop splits the tile rounding leaves empty (fewer to merge)
+        const int64_t per = (len + ns - 1) / ns, chunk = (per + tt - 1) / tt * tt;
+        ns = (len + chunk - 1) / chunk;
+    }
     *n_splits = (int)ns;
     *work_floats = (size_t)units * (size_t)ns * 8 * (size_t)(g->d + 2);
 }

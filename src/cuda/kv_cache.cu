@@ -45,15 +45,15 @@ static tq_status ensure_scratch(tq_cuda_kv *c, size_t bytes)
     return TQ_OK;
 }
 
-// TQ_CUDA_FUSED_REDUCE=1: the split reduce runs inside the attend kernel (the last block of each
-// unit merges every split); default 0: a second kernel merges the splits in parallel. The fused
-// merge is serial in one block and measured slower everywhere (bench/cuda/NOTES.md). Read once.
+// The split reduce runs inside the attend kernel (default: the last block of each unit merges
+// every split, one warp per row, loads in flight); TQ_CUDA_FUSED_REDUCE=0: a second kernel merges
+// the splits (bench/cuda/NOTES.md has the A/B). Read once.
 static int fused_reduce(void)
 {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("TQ_CUDA_FUSED_REDUCE");
-        v = e && e[0] == '1' ? 1 : 0;
+        v = e && e[0] == '0' ? 0 : 1;
     }
     return v;
 }
