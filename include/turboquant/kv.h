@@ -69,7 +69,7 @@ TQ_API const char *tq_kv_scheme_key(tq_kv_scheme s, char *buf, size_t cap);
 TQ_API const char *tq_kv_schemes_help(void);
 
 /* tq_kv_check() -- TQ_OK if the scheme is valid and supports head_dim (turbo: 64/128/256/512;
- * others: a positive multiple of 64). Otherwise TQ_E_UNSUPPORTED / TQ_E_ARG naming the choices. */
+ * rot: a multiple of 64 up to 512; others: a positive multiple of 64). Otherwise TQ_E_UNSUPPORTED / TQ_E_ARG naming the choices. */
 TQ_API tq_status tq_kv_check(tq_kv_scheme s, int head_dim);
 /* tq_kv_row_bytes() -- bytes of one encoded K row and one encoded V row. */
 TQ_API tq_status tq_kv_row_bytes(tq_kv_scheme s, int head_dim, size_t *k_bytes, size_t *v_bytes);

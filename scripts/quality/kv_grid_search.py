@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 # the shipped codes (append-only: a code's id is its index here): (levels L, group G)
-CODES = [(L, G) for G in (32, 64) for L in (11, 16, 22, 32, 45, 64, 90)]
+CODES = [(L, G) for G in (32, 64) for L in (11, 16, 22, 32, 45, 64, 90)] + [(128, 64), (181, 64)]
 REFITS = 2  # TQ_KV_LM_REFITS in src/kv/kv_rot.c
 IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
                  dtype=np.float32)

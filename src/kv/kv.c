@@ -12,7 +12,8 @@ static const char schemes_help[] =
     "f32, f16, bf16, kv8, kv4, turbo (= turbo:k8v3), turbo:k<K>v<V> with K in {2,4,5,8} "
     "(8 = signed int8) and V in {2,3,4,5,8}, each turbo optionally followed by \"+rk\" (rotated "
     "keys), rot:<C> or rot:<CK>/<CV> (Hadamard-rotated block codes) with C in {q8_0, q5_0, q4_0, "
-    "iq4_nl} (llama.cpp's) or l<L>g<G> (ours: L in {11,16,22,32,45,64,90}, G in {32,64})";
+    "iq4_nl} (llama.cpp's) or l<L>g<G> (ours: L in {11,16,22,32,45,64,90} with G in {32,64}, or L in {128,181} with "
+    "G 64)";
 
 const char *tq_kv_schemes_help(void)
 {
