@@ -45,7 +45,9 @@ static void usage(FILE *f)
             "  --system TEXT         system message (default: the chat template's own, if any)\n"
             "  --format F            chat template: auto (default: from the model), chatml, llama3\n"
             "%s\n"
-            "Replies stop at the model's end-of-turn token or after -n tokens (default 512 here).\n",
+            "Replies stop at the model's end-of-turn token or after -n tokens (default 512 here).\n"
+            "A message longer than the context is refused (the chat goes on); the exit status is 1\n"
+            "when no message could be answered.\n",
             gen_common_help());
 }
 
