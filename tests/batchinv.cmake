@@ -9,7 +9,7 @@ function(tq_binv name labels env)
         ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR};${env}")
 endfunction()
 # the scalar kernels; a 530-token prompt (a chunk boundary at 512); SmolLM2 (model label)
-tq_binv(test_batch_invariance_scalar fast "TQ_CPU=scalar")
+tq_binv(test_batch_invariance_scalar fast "TQ_CPU=scalar" -w f32,bf16 -p 80)
 tq_binv(test_batch_invariance_long fast "" -m tests/data/tiny/llama -w f32,bf16 -p 530)
 tq_binv(test_batch_invariance_smollm2 model "" -m models/SmolLM2-135M-Instruct.Q4_1.gguf
         -w f32,bf16 -p 520 -t 2)

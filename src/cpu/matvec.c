@@ -192,10 +192,13 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
      * call (its tiles and edge handling follow the matrix shape), so it is not batch-invariant */
     const char *g = getenv("TQ_GEMM");
     const int want_blas = g && !strcmp(g, "openblas");
+    if (g && *g && !want_blas && strcmp(g, "own"))
+        tq_log(TQ_LOG_WARN, "TQ_GEMM=%s: unknown value (valid: own, openblas); using own", g);
     if (want_blas && (wt != TQ_DTYPE_F32 || !tq_mm_openblas() || isa < TQ_ISA_AVX2))
-        tq_log(TQ_LOG_WARN, "TQ_GEMM=openblas: not used (%s weights, OpenBLAS %s, cpu %s); it "
-               "needs f32 weights, a build with OpenBLAS and AVX2", tq_dtype_name(wt),
-               tq_mm_openblas() ? "built in" : "not built in", tq_isa_name(isa));
+        tq_log(wt == TQ_DTYPE_F32 ? TQ_LOG_WARN : TQ_LOG_INFO, "TQ_GEMM=openblas: not used (%s "
+               "weights, OpenBLAS %s, cpu %s); it needs f32 weights, a build with OpenBLAS and "
+               "AVX2", tq_dtype_name(wt), tq_mm_openblas() ? "built in" : "not built in",
+               tq_isa_name(isa));
     else if (want_blas && !blas_core_fast())
         tq_log(TQ_LOG_WARN, "TQ_GEMM=openblas: OpenBLAS runs its generic core %s here (slower "
                "than our kernel); set OPENBLAS_CORETYPE=Haswell or SkylakeX", blas_core_name());
