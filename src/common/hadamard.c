@@ -53,7 +53,8 @@ static tq_status bad_n(int64_t n)
                    (long long)n, ks);
 }
 
-/* Row r of H_K as +-1 of type T: sgn[t] = H_K[r][t] (transpose = 0) or H_K[t][r] (transpose). */
+/* HAD_DEFINE(T, SUF): butterflies, K-step (row r uses sgn[t] = H_K[r][t], or H_K[t][r] for the
+ * inverse), signs and the whole transform, for element type T. */
 #define HAD_DEFINE(T, SUF)                                                                         \
     void tq_hadamard_butterflies##SUF(T *x, int64_t n)                                             \
     {                                                                                              \
