@@ -29,7 +29,11 @@ if [ -f build/gpu-model/gpu_part_aa ] && [ -f models/gpu_part_ab ] && [ ! -f "$m
     cat build/gpu-model/gpu_part_aa models/gpu_part_ab > "$model"
 fi
 [ -f "$model" ] && sha256sum "$model"
-case "$mode" in cold | a1 | a2 | a3 | a4) ;; *) export TQ_FULL=1 ;; esac
+case "$mode" in cold | a1 | a2 | a3 | a4 | a5) ;; *) export TQ_FULL=1 ;; esac
+if [ "$mode" = a5 ]; then # the variant compiles beside the main build
+    (EXTRA_NVFLAGS="-DTQC_BENCH_ONLY -DTQC_NSTAGE_K4=3" ONLY_BENCH=1 JOBS=8 bench/cuda/build.sh build/v-k4ns3 > /tmp/b5.log 2>&1 || tail -5 /tmp/b5.log) &
+    bp=$!
+fi
 JOBS=16 bench/cuda/build.sh build/gpu || { echo "BUILD FAILED"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build/gpu
@@ -184,6 +188,18 @@ PY
         echo "-- $v (TQC_RED_UNROLL $([ $v = $B ] && echo 4 || echo 16)), cold"
         timeout 60 $v/kv_bench_cuda --schemes bf16,turbo:k8v3 --head-dim 128 --ctx 1024,32768,131072 \
             --batch 1,8 --reps 20 --timing cold
+    done
+    ;;
+a5)
+    # last, lean visit (device time nearly spent): 3 stages for turbo k4 at d=128 vs the default 2
+    timeout 60 $B/test_cuda_kv --quick | tail -1; echo "test --quick rc=${PIPESTATUS[0]}"
+    wait $bp; echo "variant build: $(( $(date +%s) - t0 )) s"
+    for r in 1 2; do
+        for v in $B build/v-k4ns3; do
+            echo "-- round $r $v"
+            timeout 40 $v/kv_bench_cuda --schemes turbo:k4v3 --ctx 1024,32768,131072 --batch 1,8 --reps 20 --timing cold \
+                --csv $out/a5_$(basename $v)_r$r.csv | grep "^turbo"
+        done
     done
     ;;
 a1 | a2 | a3 | a4)

@@ -71,6 +71,10 @@ namespace {
 #ifndef TQC_NSTAGE_K8
 #define TQC_NSTAGE_K8 3
 #endif
+// turbo 4-bit K codes at head_dim 128: stages of their own (64-token tiles of 8.7 KB).
+#ifndef TQC_NSTAGE_K4
+#define TQC_NSTAGE_K4 TQC_NSTAGE_INT
+#endif
 // Tiles moved by cp.async.bulk + mbarrier (1) or by 16-byte cp.async from every lane (0).
 #ifndef TQC_BULK
 #define TQC_BULK 1
@@ -133,7 +137,8 @@ struct Tr {
     static constexpr int K_TILE = (TT * K_ROW + 15) / 16 * 16 + 16;  // + slack for word over-reads
     static constexpr int V_TILE = (TT * V_ROW + 15) / 16 * 16 + 16;
     static constexpr int STAGE = K_TILE + V_TILE;
-    static constexpr int NSTAGE = INT ? (K8 ? TQC_NSTAGE_K8 : TQC_NSTAGE_INT) : TQC_NSTAGE_HALF;
+    static constexpr bool K4 = FAM == TQC_TURBO && KB == 4 && D == 128;
+    static constexpr int NSTAGE = INT ? (K8 ? TQC_NSTAGE_K8 : K4 ? TQC_NSTAGE_K4 : TQC_NSTAGE_INT) : TQC_NSTAGE_HALF;
     static constexpr int SMEM_PIPE = NW * NSTAGE * STAGE;
     static constexpr int SMEM_MERGE = NW * 8 * (D + 2) * 4;
     static constexpr int SMEM = SMEM_PIPE > SMEM_MERGE ? SMEM_PIPE : SMEM_MERGE;
