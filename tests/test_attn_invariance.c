@@ -119,16 +119,16 @@ int main(int argc, char **argv)
     CHECK(tq_pool_create(2, &pool2) == TQ_OK, "pool");
     static const char *window_schemes[] = {"f32", "f16", "bf16", "kv8", "kv4"};
     for (int i = 0; i < 5; i++) {
-        run(window_schemes[i], NULL, 64, 9, 3, 300, 77, pool2, &r); /* SmolLM2 shape */
-        run(window_schemes[i], NULL, 128, 4, 1, 150, 0, pool2, &r); /* gemma-like GQA */
+        run(window_schemes[i], NULL, 64, 9, 3, 200, 77, pool2, &r); /* SmolLM2 shape */
+        run(window_schemes[i], NULL, 128, 4, 1, 100, 0, pool2, &r); /* gemma-like GQA */
     }
     run("f32", NULL, 72, 2, 2, 90, 0, pool2, &r); /* head_dim not a multiple of 16 */
     /* turbo: > TQ_TURBO_KC and > TQ_TURBO_QMAX rows, so decode chunks and prefill slices */
-    run("turbo", "fused", 64, 9, 3, 600, 0, pool2, &r);
-    run("turbo", "ref", 64, 9, 3, 300, 0, pool2, &r);
-    run("turbo:k4v3+rk", "fused", 128, 8, 2, 300, 40, pool2, &r);
-    run("turbo:k4v3+rk", "ref", 128, 8, 2, 200, 40, pool2, &r);
-    run("turbo:k8v8", "fused", 256, 4, 1, 520, 300, pool2, &r);
+    run("turbo", "fused", 64, 9, 3, 520, 0, pool2, &r);
+    run("turbo", "ref", 64, 9, 3, 150, 0, pool2, &r);
+    run("turbo:k4v3+rk", "fused", 128, 8, 2, 280, 40, pool2, &r);
+    run("turbo:k4v3+rk", "ref", 128, 8, 2, 100, 40, pool2, &r);
+    run("turbo:k8v8", "fused", 256, 4, 1, 300, 100, pool2, &r);
     tq_pool_free(pool2);
     return t_done();
 }

@@ -256,7 +256,10 @@ int main(int argc, char **argv)
                 diff += memcmp(y0, y1, (size_t)dd * sizeof(double)) != 0;
             }
         CHECK(diff == 0, "dec_v_rot (%s) == scalar: %d rows differ",
-              ak == &tq_attn_kernels_avx512 ? "avx512" : "scalar", diff);
+              ak == &tq_attn_kernels_avx512 ? "avx512"
+              : ak == &tq_attn_kernels_avx2 ? "avx2"
+                                            : "scalar",
+              diff);
     }
 
     /* real packed bytes: SmolLM2 shape (30 layers, 3 kv heads, hd 64) */
