@@ -1,0 +1,84 @@
+/* qdot.h -- native GGUF block-format dot products and matvecs (internal; issue 14).
+ *
+ * Weights stay in their GGUF block layout (docs/FORMAT.md "GGUF", src/io/dequant.c): one row of
+ * a matrix is k / 32 packed blocks (Q8_0 34 B, Q4_0 18 B, Q4_1 20 B, Q5_0 22 B, Q5_1 24 B), rows
+ * are row_bytes apart. Two activation paths:
+ *
+ *   f32 path (exact):  y = sum_j w_j * x_j, w_j the fp32 value tq_ggml_dequant_ref() gives.
+ *   q8 path (fast):    x is quantized once per token to tq_q8a blocks (int8, one f32 scale per
+ *                      32), and the weight integers meet the activation integers in int32.
+ *
+ * ---- the q8 activation (tq_q8a, in memory only, never on disk) -----------------------------
+ * Per 32 consecutive x: amax = max |x_j|; d = amax / 127 (f32 division); id = d ? 1 / d : 0;
+ * qs_j = (int) nearbyintf(clamp(x_j * id, -127, 127)) (round half to even, NaN -> -127);
+ * s = d * (float)(sum_j qs_j) (for the min term of Q4_1/Q5_1). Any x_j inf/NaN makes the block's
+ * result undefined (but never a crash).
+ *
+ * ---- the reduction order (the specification; every ISA gives the same bits) ----------------
+ * Weight integers per block: Q8_0 int8; Q4_0 nibble - 8; Q5_0 5-bit - 16 (signed formats);
+ * Q4_1 nibble, Q5_1 5-bit (unsigned, with the f16 min m). d_w = f16 scale of the block.
+ *   q8 path: for block b (in order) and lane l = 0..7:
+ *       p = sum_{i<4} wq[4l+i] * qs[4l+i]              (int32, exact)
+ *       acc[b & 1][l] += (float)p * (d_w * d_a)          (f32 multiply, then add; no FMA)
+ *       Q4_1/Q5_1 also: accm += m_w * s_a              (f32, block order)
+ *     v[l] = acc[0][l] + acc[1][l]; result = H(v) + accm.
+ *   f32 path: w_j as the dequantizer computes it (d*q, or d*q + m, in f32); for block b and
+ *     element j = 0..31:  acc[j] = fmaf(w_j, x[32b + j], acc[j])   (fused, correctly rounded)
+ *     v[l] = (acc[l] + acc[8+l]) + (acc[16+l] + acc[24+l]); result = H(v).
+ *   H(v) = ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)).
+ * So a row's result depends on k and the data only: never on n (tokens per call), r0/r1, the
+ * thread count, or the ISA. Vector kernels must equal the scalar ones bit for bit (finite data;
+ * with a NaN anywhere both give a NaN, payloads may differ: AVX2 converts fp16 scales by F16C).
+ *
+ * Matvec: y[t * ldy + r] = dot(row r, token t) for r in [r0, r1), t in [0, n); token t's q8
+ * blocks are a + t * (k / 32), its f32 values x + t * ldx. Pure functions, no allocation.
+ */
+#ifndef TQ_QDOT_H
+#define TQ_QDOT_H
+
+#include "core/core.h"
+
+#define TQ_QK 32 /* elements per block (Q8_0 .. Q5_1 and tq_q8a) */
+
+/* One block of a quantized activation. */
+typedef struct tq_q8a {
+    float d;           /* scale: x ~ d * qs                              */
+    float s;           /* d * (float)(sum of qs)                         */
+    int8_t qs[TQ_QK];  /* quantized values, |qs| <= 127                  */
+} tq_q8a;
+_Static_assert(sizeof(tq_q8a) == 40, "tq_q8a is 40 bytes");
+
+/* x (k floats, k % 32 == 0) -> k / 32 blocks. */
+typedef void (*tq_q8a_quant_fn)(const float *x, tq_q8a *a, int64_t k);
+/* One weight row (k / 32 packed blocks) . activation. */
+typedef float (*tq_qdot_q8_fn)(const void *w, const tq_q8a *a, int64_t k);
+typedef float (*tq_qdot_f32_fn)(const void *w, const float *x, int64_t k);
+/* Rows [r0, r1) x n tokens (see above). */
+typedef void (*tq_qmv_q8_fn)(const void *w, size_t row_bytes, int64_t k, const tq_q8a *a,
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1);
+typedef void (*tq_qmv_f32_fn)(const void *w, size_t row_bytes, int64_t k, const float *x,
+                              int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,
+                              int64_t r1);
+
+/* One table per ISA, indexed by ggml type id (tq_ggml_type); NULL = not provided. */
+typedef struct tq_qdot_kernels {
+    const char *isa;                            /* "scalar", "avx2"                     */
+    tq_q8a_quant_fn quant_q8a;
+    tq_qdot_q8_fn dot_q8[TQ_GGML_TYPE_LIMIT];
+    tq_qdot_f32_fn dot_f32[TQ_GGML_TYPE_LIMIT];
+    tq_qmv_q8_fn mv_q8[TQ_GGML_TYPE_LIMIT];
+    tq_qmv_f32_fn mv_f32[TQ_GGML_TYPE_LIMIT];
+} tq_qdot_kernels;
+
+/* Tables: scalar always; avx2 NULL when this CPU (or TQ_CPU) cannot run it. */
+const tq_qdot_kernels *tq_qdot_scalar(void);
+const tq_qdot_kernels *tq_qdot_avx2(void);
+/* tq_qdot_best() -- the highest table tq_cpu_isa() allows. */
+const tq_qdot_kernels *tq_qdot_best(void);
+/* tq_qdot_all() -- every table this CPU can run, scalar first (for tests). Returns the count. */
+int tq_qdot_all(const tq_qdot_kernels **out, int cap);
+
+/* The AVX2 table itself, without the CPU check (qdot.c calls it after checking). */
+const tq_qdot_kernels *tq_qdot_avx2_table(void);
+
+#endif /* TQ_QDOT_H */

@@ -1,0 +1,228 @@
+/* qdot_avx2.c -- AVX2 + FMA + F16C versions of the qdot.h kernels. Each gives the scalar
+ * reference's bits (qdot.c) for finite data: the weight and activation integers meet in
+ * vpmaddubsw + vpmaddwd, whose int32 lane l is exactly the reference's p of lane l (elements
+ * 4l..4l+3; no int16 saturation: |w| <= 128, |qs| <= 127, so a pair is <= 32512); the f32
+ * combination is the reference's, lane for lane (mul then add on the q8 path, vfmadd on the f32
+ * path), and H() is the same tree. Block scales are converted by F16C (exact for non-NaN). */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/qdot.h"
+
+static inline float f16c(const uint8_t *p)
+{
+    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
+}
+
+/* H(v) of qdot.h: ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)). */
+static inline float hsum8(__m256 v)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
+}
+
+/* ---- the activation quantizer -------------------------------------------------------------- */
+static void quant_q8a(const float *x, tq_q8a *a, int64_t k)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 lo = _mm256_set1_ps(-127.0f);
+    const __m256 hi = _mm256_set1_ps(127.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < k / TQ_QK; b++, x += TQ_QK, a++) {
+        __m256 v[4];
+        for (int g = 0; g < 4; g++)
+            v[g] = _mm256_loadu_ps(x + 8 * g);
+        __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask),
+                                                _mm256_and_ps(v[1], absmask)),
+                                  _mm256_max_ps(_mm256_and_ps(v[2], absmask),
+                                                _mm256_and_ps(v[3], absmask)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int g = 0; g < 4; g++) {
+            __m256 t = _mm256_max_ps(_mm256_mul_ps(v[g], vid), lo); /* NaN -> -127 */
+            t = _mm256_min_ps(t, hi);
+            t = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            q[g] = _mm256_cvtps_epi32(t);
+        }
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        const int sum = _mm_cvtsi128_si32(s4);
+        const __m256i p16a = _mm256_packs_epi32(q[0], q[1]);
+        const __m256i p16b = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), perm);
+        _mm256_storeu_si256((__m256i *)a->qs, p8);
+        a->d = d;
+        a->s = d * (float)sum;
+    }
+}
+
+/* ---- block unpacking into 32 int8 in element order ---------------------------------------- */
+/* 16 packed bytes -> low nibbles (elements 0..15) in bytes 0..15, high nibbles in 16..31. */
+static inline __m256i nib32(const uint8_t *p)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)p);
+    const __m128i m = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* Bit j of qh -> 0x10 in byte j. */
+static inline __m256i bit5(uint32_t qh)
+{
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
+                                           0x0101010101010101ll, 0x0000000000000000ll);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v; /* x86 is little-endian */
+}
+
+static inline __m256i up_q8_0(const uint8_t *b)
+{
+    return _mm256_loadu_si256((const __m256i *)(b + 2));
+}
+static inline __m256i up_q4_0(const uint8_t *b)
+{
+    return _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8));
+}
+static inline __m256i up_q4_1(const uint8_t *b)
+{
+    return nib32(b + 4);
+}
+static inline __m256i up_q5_0(const uint8_t *b)
+{
+    return _mm256_sub_epi8(_mm256_or_si256(nib32(b + 6), bit5(rd32(b + 2))),
+                           _mm256_set1_epi8(16));
+}
+static inline __m256i up_q5_1(const uint8_t *b)
+{
+    return _mm256_or_si256(nib32(b + 8), bit5(rd32(b + 4)));
+}
+
+/* int32 lane l = sum of elements 4l..4l+3 of w * a, as f32 (exact: |sum| < 2^17). */
+static inline __m256 ip_signed(__m256i w, const int8_t *qs)
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+static inline __m256 ip_unsigned(__m256i w, const int8_t *qs)
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
+    const __m256i p16 = _mm256_maddubs_epi16(w, a);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+/* acc += (w . a of the block) * (d_w * d_a); the min term goes to accm. */
+#define BLOCK_Q8(UP, IP, HAS_MIN, acc, i)                                                        \
+    do {                                                                                         \
+        const uint8_t *bb = b + (size_t)(i) * BS;                                                \
+        const __m256 p = IP(UP(bb), a[i].qs);                                                    \
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(p, _mm256_set1_ps(f16c(bb) * a[i].d)));           \
+        if (HAS_MIN)                                                                             \
+            accm = accm + f16c(bb + 2) * a[i].s;                                                 \
+    } while (0)
+
+/* 32 int8 -> acc[g] = fmadd(d * q (+ m), x, acc[g]) for the 4 groups of 8. */
+static inline void fma_block(__m256i w, float d, float m, int has_min, const float *x,
+                             __m256 *acc)
+{
+    const __m128i lo = _mm256_castsi256_si128(w);
+    const __m128i hi = _mm256_extracti128_si256(w, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    const __m256 vd = _mm256_set1_ps(d);
+    const __m256 vm = _mm256_set1_ps(m);
+    for (int g = 0; g < 4; g++) {
+        __m256 wf = _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[g])));
+        if (has_min)
+            wf = _mm256_add_ps(wf, vm);
+        acc[g] = _mm256_fmadd_ps(wf, _mm256_loadu_ps(x + 8 * g), acc[g]);
+    }
+}
+
+#define DEFINE_FORMAT(name, BS_, IP, HAS_MIN)                                                    \
+    static float dot_q8_##name(const void *w, const tq_q8a *a, int64_t k)                        \
+    {                                                                                            \
+        enum { BS = BS_ };                                                                       \
+        const uint8_t *b = w;                                                                    \
+        const int64_t nb = k / TQ_QK;                                                            \
+        __m256 acc0 = _mm256_setzero_ps();                                                       \
+        __m256 acc1 = _mm256_setzero_ps();                                                       \
+        float accm = 0.0f;                                                                       \
+        int64_t i = 0;                                                                           \
+        for (; i + 1 < nb; i += 2) {                                                             \
+            BLOCK_Q8(up_##name, IP, HAS_MIN, acc0, i);                                           \
+            BLOCK_Q8(up_##name, IP, HAS_MIN, acc1, i + 1);                                       \
+        }                                                                                        \
+        if (i < nb)                                                                              \
+            BLOCK_Q8(up_##name, IP, HAS_MIN, acc0, i);                                           \
+        return hsum8(_mm256_add_ps(acc0, acc1)) + accm;                                          \
+    }                                                                                            \
+    static float dot_f32_##name(const void *w, const float *x, int64_t k)                        \
+    {                                                                                            \
+        const uint8_t *b = w;                                                                    \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),          \
+                         _mm256_setzero_ps()};                                                   \
+        for (int64_t i = 0; i < k / TQ_QK; i++, b += BS_, x += TQ_QK)                            \
+            fma_block(up_##name(b), f16c(b), HAS_MIN ? f16c(b + 2) : 0.0f, HAS_MIN, x, acc);     \
+        return hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
+    }                                                                                            \
+    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const tq_q8a *a,        \
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
+    {                                                                                            \
+        for (int64_t r = r0; r < r1; r++)                                                        \
+            for (int64_t t = 0; t < n; t++)                                                      \
+                y[t * ldy + r] = dot_q8_##name((const uint8_t *)w + (size_t)r * row_bytes,       \
+                                               a + t * (k / TQ_QK), k);                          \
+    }                                                                                            \
+    static void mv_f32_##name(const void *w, size_t row_bytes, int64_t k, const float *x,        \
+                              int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,         \
+                              int64_t r1)                                                        \
+    {                                                                                            \
+        for (int64_t r = r0; r < r1; r++)                                                        \
+            for (int64_t t = 0; t < n; t++)                                                      \
+                y[t * ldy + r] =                                                                 \
+                    dot_f32_##name((const uint8_t *)w + (size_t)r * row_bytes, x + t * ldx, k);  \
+    }
+
+DEFINE_FORMAT(q8_0, 34, ip_signed, 0)
+DEFINE_FORMAT(q4_0, 18, ip_signed, 0)
+DEFINE_FORMAT(q4_1, 20, ip_unsigned, 1)
+DEFINE_FORMAT(q5_0, 22, ip_signed, 0)
+DEFINE_FORMAT(q5_1, 24, ip_unsigned, 1)
+
+#define ROW(T, name)                                                                             \
+    .dot_q8[T] = dot_q8_##name, .dot_f32[T] = dot_f32_##name, .mv_q8[T] = mv_q8_##name,          \
+    .mv_f32[T] = mv_f32_##name
+
+static const tq_qdot_kernels avx2_table = {
+    .isa = "avx2",
+    .quant_q8a = quant_q8a,
+    ROW(TQ_GGML_Q8_0, q8_0),
+    ROW(TQ_GGML_Q4_0, q4_0),
+    ROW(TQ_GGML_Q4_1, q4_1),
+    ROW(TQ_GGML_Q5_0, q5_0),
+    ROW(TQ_GGML_Q5_1, q5_1),
+};
+
+const tq_qdot_kernels *tq_qdot_avx2_table(void)
+{
+    return &avx2_table;
+}

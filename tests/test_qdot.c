@@ -1,0 +1,242 @@
+/* test_qdot.c -- the native block-format kernels (src/cpu/qdot.h) on random blocks.
+ *  1. every ISA table equals the scalar reference bit for bit (quantizer bytes, both dots);
+ *  2. the scalar reference against an independent oracle: the same blocks dequantized by
+ *     tq_ggml_dequant_ref() (verified against the gguf package) and a float64 dot, within the
+ *     f32 rounding bound (k/32 + 8) * 2^-24 * sum |w_j x_j|;
+ *  3. the q8 activation: |x - d qs| <= d/2 per element, and the q8 path within its stated bound
+ *     of the f32 path: sum over blocks of (d_a/2) * sum |w_j| (+ the rounding bound);
+ *  4. a matvec over rows [r0, r1) of n tokens equals the per-token dot bit for bit, and writes
+ *     nothing outside its rows. */
+#include <float.h>
+
+#include "core/half.h"
+#include "core/rng.h"
+#include "cpu/qdot.h"
+#include "t.h"
+#include "turboquant.h"
+
+static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0, TQ_GGML_Q5_1};
+#define NFMT ((int)(sizeof(fmts) / sizeof(fmts[0])))
+
+static tq_rng rng;
+
+/* A random f16 value of magnitude in [lo, hi), random sign if sgn. */
+static uint16_t rand_f16(float lo, float hi, int sgn)
+{
+    float v = lo + (hi - lo) * tq_rng_uniform(&rng);
+    if (sgn && (tq_rng_u64(&rng) & 1))
+        v = -v;
+    return tq_f32_to_f16(v);
+}
+
+/* rows x k elements of type t: random quant bytes, sane random scales (and mins). */
+static void rand_blocks(int t, uint8_t *w, int64_t rows, int64_t k)
+{
+    const size_t bs = tq_ggml_type_size(t);
+    const int64_t nb = rows * (k / 32);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *b = w + (size_t)i * bs;
+        for (size_t j = 0; j < bs; j++)
+            b[j] = (uint8_t)tq_rng_u64(&rng);
+        tq_wr16(b, rand_f16(1e-3f, 0.05f, 1));
+        if (t == TQ_GGML_Q4_1 || t == TQ_GGML_Q5_1)
+            tq_wr16(b + 2, rand_f16(0.0f, 0.5f, 1));
+    }
+}
+
+/* k activations: normal, some blocks scaled up/down, one block zero, one with an outlier. */
+static void rand_x(float *x, int64_t k)
+{
+    for (int64_t j = 0; j < k; j++)
+        x[j] = tq_rng_normal(&rng);
+    for (int64_t b = 0; b < k / 32; b++) {
+        const uint64_t r = tq_rng_u64(&rng) % 8;
+        for (int j = 0; j < 32; j++) {
+            if (r == 0)
+                x[32 * b + j] = 0.0f;
+            else if (r == 1)
+                x[32 * b + j] *= 1e-4f;
+            else if (r == 2)
+                x[32 * b + j] *= 300.0f;
+        }
+        if (r == 3)
+            x[32 * b + tq_rng_u64(&rng) % 32] = 50.0f;
+    }
+}
+
+static int isa_count;
+static const tq_qdot_kernels *isa[4];
+
+static void test_quantizer(void)
+{
+    const int64_t k = 32 * 67;
+    float *x = malloc(sizeof(float) * k);
+    tq_q8a *want = malloc(sizeof(tq_q8a) * (k / 32));
+    tq_q8a *got = malloc(sizeof(tq_q8a) * (k / 32));
+    for (int rep = 0; rep < 20; rep++) {
+        rand_x(x, k);
+        if (rep == 1) /* exact halves: x * id lands on .5 (round half to even) */
+            for (int64_t j = 0; j < k; j++)
+                x[j] = (float)((int)(j % 64) - 32) + 0.5f;
+        isa[0]->quant_q8a(x, want, k);
+        int bad = 0;
+        for (int64_t b = 0; b < k / 32; b++) {
+            const tq_q8a *a = &want[b];
+            int sum = 0;
+            for (int j = 0; j < 32; j++) {
+                const double e = fabs((double)x[32 * b + j] - (double)a->d * a->qs[j]);
+                bad += e > 0.5 * (double)a->d * (1 + 1e-6) || a->qs[j] < -127;
+                sum += a->qs[j];
+            }
+            bad += a->s != a->d * (float)sum;
+        }
+        CHECK(bad == 0, "scalar quantizer: %d elements off by more than d/2 (rep %d)", bad, rep);
+        for (int i = 1; i < isa_count; i++) {
+            memset(got, 0x55, sizeof(tq_q8a) * (k / 32));
+            isa[i]->quant_q8a(x, got, k);
+            CHECK_MEMEQ(got, want, sizeof(tq_q8a) * (k / 32), "quantizer %s vs scalar rep %d",
+                        isa[i]->isa, rep);
+        }
+    }
+    free(x);
+    free(want);
+    free(got);
+}
+
+/* One format at one k: reference vs oracle, bounds, ISAs vs reference. */
+static void test_dots(int t, int64_t k, int rows)
+{
+    const char *name = tq_ggml_type_name(t);
+    const size_t rb = (size_t)(k / 32) * tq_ggml_type_size(t);
+    uint8_t *w = malloc(rb * rows);
+    float *x = malloc(sizeof(float) * k);
+    float *wf = malloc(sizeof(float) * k);
+    tq_q8a *a = malloc(sizeof(tq_q8a) * (k / 32));
+    double worst_rel_q8 = 0;
+    rand_blocks(t, w, rows, k);
+    rand_x(x, k);
+    isa[0]->quant_q8a(x, a, k);
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        CHECK(tq_ggml_dequant_ref(t, row, rb, wf, k) == TQ_OK, "%s dequant", name);
+        double ref = 0, mag = 0, refq = 0, magq = 0, q8bound = 0;
+        for (int64_t b = 0; b < k / 32; b++) {
+            double sw = 0;
+            for (int j = 0; j < 32; j++) {
+                const int64_t e = 32 * b + j;
+                const double xq = (double)a[b].d * a[b].qs[j];
+                ref += (double)wf[e] * x[e];
+                mag += fabs((double)wf[e] * x[e]);
+                refq += (double)wf[e] * xq;
+                magq += fabs((double)wf[e] * xq) + fabs(2.0 * wf[e] * xq); /* w = dq + m terms */
+                sw += fabs((double)wf[e]);
+            }
+            q8bound += 0.5 * a[b].d * (1 + 1e-6) * sw;
+        }
+        const double eps = ldexp(1.0, -24);
+        const double tol = ((double)k / 32 + 8) * eps * mag + 1e-30;
+        const double tolq = ((double)k / 32 + 8) * eps * magq * 2 + 1e-30;
+        const float f = isa[0]->dot_f32[t](row, x, k);
+        const float q = isa[0]->dot_q8[t](row, a, k);
+        CHECK(fabs(f - ref) <= tol, "%s k=%lld row %d f32 path %.9g vs oracle %.9g (tol %.3g)",
+              name, (long long)k, r, f, ref, tol);
+        CHECK(fabs(q - refq) <= tolq,
+              "%s k=%lld row %d q8 path %.9g vs oracle on the q8 x %.9g (tol %.3g)", name,
+              (long long)k, r, q, refq, tolq);
+        CHECK(fabs((double)q - f) <= q8bound + tol + tolq,
+              "%s k=%lld row %d q8 %.9g vs f32 %.9g: over the bound %.3g", name, (long long)k,
+              r, q, f, q8bound);
+        if (mag > 0)
+            worst_rel_q8 = fmax(worst_rel_q8, fabs((double)q - f) / mag);
+        for (int i = 1; i < isa_count; i++) {
+            const float fi = isa[i]->dot_f32[t](row, x, k);
+            const float qi = isa[i]->dot_q8[t](row, a, k);
+            CHECK(memcmp(&fi, &f, 4) == 0, "%s %s k=%lld row %d dot_f32 %.9g != scalar %.9g",
+                  isa[i]->isa, name, (long long)k, r, fi, f);
+            CHECK(memcmp(&qi, &q, 4) == 0, "%s %s k=%lld row %d dot_q8 %.9g != scalar %.9g",
+                  isa[i]->isa, name, (long long)k, r, qi, q);
+        }
+    }
+    if (k >= 1024)
+        printf("  %-5s k=%-5lld q8 vs f32: worst |diff| / sum|w x| = %.2e\n", name, (long long)k,
+               worst_rel_q8);
+    free(w);
+    free(x);
+    free(wf);
+    free(a);
+}
+
+/* Matvec of rows [r0, r1) for n tokens == per-token dot, bit for bit; rows outside untouched. */
+static void test_matvec(int t)
+{
+    const char *name = tq_ggml_type_name(t);
+    const int64_t k = 32 * 13;
+    const int64_t m = 37;
+    const int64_t n = 5;
+    const int64_t ldy = m + 3;
+    const size_t rb = (size_t)(k / 32) * tq_ggml_type_size(t);
+    uint8_t *w = malloc(rb * m);
+    float *x = malloc(sizeof(float) * k * n);
+    tq_q8a *a = malloc(sizeof(tq_q8a) * (k / 32) * n);
+    float *y = malloc(sizeof(float) * ldy * n);
+    rand_blocks(t, w, m, k);
+    for (int64_t tok = 0; tok < n; tok++)
+        rand_x(x + tok * k, k);
+    isa[0]->quant_q8a(x, a, k * n); /* n tokens of k: blocks are per 32, so one call is fine */
+    for (int i = 0; i < isa_count; i++) {
+        for (int path = 0; path < 2; path++) {
+            for (int64_t nn = 1; nn <= n; nn += 2) {
+                const int64_t r0 = 3;
+                const int64_t r1 = m - 2;
+                for (int64_t j = 0; j < ldy * n; j++)
+                    y[j] = -777.0f;
+                if (path)
+                    isa[i]->mv_q8[t](w, rb, k, a, nn, y, ldy, r0, r1);
+                else
+                    isa[i]->mv_f32[t](w, rb, k, x, k, nn, y, ldy, r0, r1);
+                int bad = 0;
+                int stray = 0;
+                for (int64_t tok = 0; tok < n; tok++) {
+                    for (int64_t r = 0; r < ldy; r++) {
+                        const float got = y[tok * ldy + r];
+                        if (tok >= nn || r < r0 || r >= r1) {
+                            stray += got != -777.0f;
+                            continue;
+                        }
+                        const uint8_t *row = w + (size_t)r * rb;
+                        const float want = path ? isa[0]->dot_q8[t](row, a + tok * (k / 32), k)
+                                                : isa[0]->dot_f32[t](row, x + tok * k, k);
+                        bad += memcmp(&got, &want, 4) != 0;
+                    }
+                }
+                CHECK(bad == 0 && stray == 0, "%s %s mv_%s n=%lld: %d differ from the dot, %d "
+                      "written outside", isa[i]->isa, name, path ? "q8" : "f32", (long long)nn,
+                      bad, stray);
+            }
+        }
+    }
+    free(w);
+    free(x);
+    free(a);
+    free(y);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv, "test_qdot");
+    tq_rng_seed(&rng, t_seed);
+    isa_count = tq_qdot_all(isa, 4);
+    printf("ISA tables:");
+    for (int i = 0; i < isa_count; i++)
+        printf(" %s", isa[i]->isa);
+    printf("%s\n", isa_count < 2 ? " (no vector table on this CPU: only the oracle runs)" : "");
+    CHECK(!strcmp(isa[0]->isa, "scalar"), "first table is %s", isa[0]->isa);
+    test_quantizer();
+    static const int64_t ks[] = {32, 64, 96, 32 * 7, 576, 1536, 4096};
+    for (int f = 0; f < NFMT; f++) {
+        for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++)
+            test_dots(fmts[f], ks[j], ks[j] >= 1536 ? 6 : 24);
+        test_matvec(fmts[f]);
+    }
+    return t_done();
+}
