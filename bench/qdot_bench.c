@@ -1,2 +1,203 @@
-/* placeholder, replaced below */
-int main(void) { return 0; }
+/* qdot_bench.c -- micro-benchmark of the native block kernels (src/cpu/qdot.h), 1 token.
+ *
+ *   build/qdot/tests/qdot_bench [-r REPS] [-t THREADS] [-s M,K] ...
+ *
+ * For each shape (default 576x1536 and 4096x14336) and thread count (default 1 and 2), times
+ * one matvec of random weights per format (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1), per ISA table (scalar,
+ * avx2) and per activation path (q8: the quantizer is inside the timed region; f32), and the
+ * existing bf16 kernel of src/cpu/matvec.h (best ISA) on the same shape as the in-run
+ * reference. Configurations are interleaved round by round; the median of REPS rounds is
+ * printed as time, GB/s of the weight bytes the kernel reads, and time relative to bf16
+ * (x bf16 > 1 = faster than the bf16 matvec), by wall time and by the calling thread's CPU time
+ * (the latter leaves out waiting for a core on a loaded machine). Weights are reused between rounds, so the small
+ * shape runs from cache and the large one (33-62 MB packed, 117 MB bf16) from DRAM. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/half.h"
+#include "core/rng.h"
+#include "cpu/matvec.h"
+#include "cpu/qdot.h"
+#include "turboquant.h"
+
+enum { PATH_Q8, PATH_F32, PATH_BF16 };
+
+typedef struct job {
+    int path;
+    const tq_qdot_kernels *K;
+    const tq_mm_kernels *mm;
+    int type;
+    const void *w;
+    size_t rb;
+    int64_t m, k;
+    const float *x;
+    const tq_q8a *a;
+    float *y;
+} job;
+
+static void run_job(void *ctx, int ith, int nth)
+{
+    const job *j = ctx;
+    const int64_t r0 = j->m * ith / nth;
+    const int64_t r1 = j->m * (ith + 1) / nth;
+    if (j->path == PATH_Q8)
+        j->K->mv_q8[j->type](j->w, j->rb, j->k, j->a, 1, j->y, j->m, r0, r1);
+    else if (j->path == PATH_F32)
+        j->K->mv_f32[j->type](j->w, j->rb, j->k, j->x, j->k, 1, j->y, j->m, r0, r1);
+    else
+        j->mm->mm[TQ_DTYPE_BF16](j->w, j->k, j->x, NULL, j->k, 1, j->y, j->m, r0, r1);
+}
+
+/* CPU time of the calling thread: under a loaded machine it leaves out the time this thread
+ * waited for a core (for 1 thread it is the whole job; for 2, the caller's half). */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define MAXCFG 16
+
+int main(int argc, char **argv)
+{
+    int reps = 9;
+    int threads[4] = {1, 2};
+    int n_threads = 2;
+    int64_t shapes[8][2] = {{576, 1536}, {4096, 14336}};
+    int n_shapes = 2;
+    int user_shapes = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-r")) {
+            reps = atoi(argv[i + 1]);
+        } else if (!strcmp(argv[i], "-t")) {
+            threads[0] = atoi(argv[i + 1]);
+            n_threads = 1;
+        } else if (!strcmp(argv[i], "-s") && user_shapes < 8) {
+            long long m, k;
+            if (sscanf(argv[i + 1], "%lld,%lld", &m, &k) != 2 || m <= 0 || k <= 0 || k % 32) {
+                fprintf(stderr, "qdot_bench: -s wants M,K with K a multiple of 32\n");
+                return 2;
+            }
+            shapes[user_shapes][0] = m;
+            shapes[user_shapes][1] = k;
+            n_shapes = ++user_shapes;
+        } else {
+            fprintf(stderr, "usage: qdot_bench [-r REPS] [-t THREADS] [-s M,K]...\n");
+            return 2;
+        }
+    }
+    if (reps < 1)
+        reps = 1;
+    static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
+                               TQ_GGML_Q5_1};
+    const tq_qdot_kernels *isa[4];
+    const int n_isa = tq_qdot_all(isa, 4);
+    const tq_mm_kernels *mms[8];
+    const int n_mm = tq_mm_all(mms, 8);
+    const tq_mm_kernels *mm = mms[0];
+    for (int i = 0; i < n_mm; i++) /* the best batch-invariant bf16 kernel: the engine's default */
+        if (mms[i]->mm[TQ_DTYPE_BF16] && mms[i]->batch_invariant && !mms[i]->needs_xb)
+            mm = mms[i];
+    printf("qdot_bench: cpu isa %s, bf16 reference kernel %s, %d rounds (median)\n",
+           tq_isa_name(tq_cpu_isa()), mm->name, reps);
+    printf("%-11s %3s %-5s %-6s %-4s %10s %8s %8s %10s %8s %8s\n", "shape", "thr", "fmt", "isa",
+           "act", "wall us", "GB/s", "x bf16", "cpu us", "GB/s", "x bf16");
+    tq_rng rng;
+    tq_rng_seed(&rng, 1);
+    for (int si = 0; si < n_shapes; si++) {
+        const int64_t m = shapes[si][0], k = shapes[si][1];
+        float *x = malloc(sizeof(float) * k);
+        float *y = malloc(sizeof(float) * m);
+        tq_q8a *a = malloc(sizeof(tq_q8a) * (k / 32));
+        uint16_t *wb = malloc(sizeof(uint16_t) * m * k);
+        if (!x || !y || !a || !wb)
+            return 1;
+        for (int64_t j = 0; j < k; j++)
+            x[j] = tq_rng_normal(&rng);
+        for (int64_t j = 0; j < m * k; j++)
+            wb[j] = tq_f32_to_bf16(0.02f * tq_rng_normal(&rng));
+        for (int ti = 0; ti < n_threads; ti++) {
+            tq_pool *pool = NULL;
+            if (threads[ti] > 1 && tq_pool_create(threads[ti], &pool))
+                return 1;
+            for (size_t f = 0; f < sizeof(fmts) / sizeof(fmts[0]); f++) {
+                const int t = fmts[f];
+                const size_t rb = (size_t)(k / 32) * tq_ggml_type_size(t);
+                uint8_t *w = malloc(rb * m);
+                if (!w)
+                    return 1;
+                for (size_t j = 0; j < rb * m; j++)
+                    w[j] = (uint8_t)tq_rng_u64(&rng);
+                for (int64_t b = 0; b < m * (k / 32); b++) {
+                    uint8_t *p = w + (size_t)b * tq_ggml_type_size(t);
+                    tq_wr16(p, tq_f32_to_f16(0.002f + 0.001f * tq_rng_uniform(&rng)));
+                    if (t == TQ_GGML_Q4_1 || t == TQ_GGML_Q5_1)
+                        tq_wr16(p + 2, tq_f32_to_f16(-0.01f));
+                }
+                job cfg[MAXCFG];
+                int nc = 0;
+                for (int i = 0; i < n_isa; i++)
+                    for (int p = PATH_Q8; p <= PATH_F32; p++)
+                        cfg[nc++] = (job){p, isa[i], mm, t, w, rb, m, k, x, a, y};
+                cfg[nc++] = (job){PATH_BF16, NULL, mm, t, wb, 0, m, k, x, a, y};
+                double *ts = malloc(sizeof(double) * reps * nc);
+                double *tc = malloc(sizeof(double) * reps * nc);
+                for (int r = -1; r < reps; r++) { /* round -1 warms up */
+                    for (int c = 0; c < nc; c++) {
+                        const uint64_t t0 = tq_now_ns();
+                        const uint64_t c0 = cpu_ns();
+                        if (cfg[c].path == PATH_Q8)
+                            cfg[c].K->quant_q8a(x, a, k);
+                        tq_pool_run(pool, run_job, &cfg[c]);
+                        const uint64_t c1 = cpu_ns();
+                        const uint64_t t1 = tq_now_ns();
+                        if (r >= 0) {
+                            ts[c * reps + r] = (double)(t1 - t0) * 1e-3;
+                            tc[c * reps + r] = (double)(c1 - c0) * 1e-3;
+                        }
+                    }
+                }
+                double med[MAXCFG];
+                double medc[MAXCFG];
+                for (int c = 0; c < nc; c++) {
+                    qsort(ts + c * reps, reps, sizeof(double), cmp_d);
+                    qsort(tc + c * reps, reps, sizeof(double), cmp_d);
+                    med[c] = ts[c * reps + reps / 2];
+                    medc[c] = tc[c * reps + reps / 2];
+                }
+                for (int c = 0; c < nc; c++) {
+                    const int is_bf16 = cfg[c].path == PATH_BF16;
+                    if (is_bf16 && f + 1 < sizeof(fmts) / sizeof(fmts[0]))
+                        continue; /* print the bf16 row once per shape and thread count */
+                    const double bytes = is_bf16 ? 2.0 * m * k : (double)rb * m;
+                    char shape[32];
+                    snprintf(shape, sizeof(shape), "%lldx%lld", (long long)m, (long long)k);
+                    static const char *act[] = {"q8", "f32", "f32"};
+                    printf("%-11s %3d %-5s %-6s %-4s %10.1f %8.2f %8.2f %10.1f %8.2f %8.2f\n",
+                           shape, threads[ti], is_bf16 ? "BF16" : tq_ggml_type_name(t),
+                           is_bf16 ? mm->name : cfg[c].K->isa, act[cfg[c].path], med[c],
+                           bytes / (med[c] * 1e3), med[nc - 1] / med[c], medc[c],
+                           bytes / (medc[c] * 1e3), medc[nc - 1] / medc[c]);
+                }
+                free(ts);
+                free(tc);
+                free(w);
+            }
+            tq_pool_free(pool);
+        }
+        free(x);
+        free(y);
+        free(a);
+        free(wb);
+    }
+    return 0;
+}
