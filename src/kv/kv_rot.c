@@ -246,19 +246,24 @@ static int lm_index(const tq_kv_lm_code *c, float t)
     return lo;
 }
 
+/* nb (<= 16) bits at stream bit bitpos: touches only the (sh + nb + 7) / 8 bytes they occupy */
 static void lm_put(uint8_t *p, int bitpos, unsigned v, int nb)
 {
-    for (int k = 0; k < nb; k++, bitpos++)
-        if ((v >> k) & 1u)
-            p[bitpos >> 3] |= (uint8_t)(1u << (bitpos & 7));
+    const int sh = bitpos & 7, nbytes = (sh + nb + 7) >> 3;
+    const uint32_t w = (uint32_t)v << sh;
+    p += bitpos >> 3;
+    for (int i = 0; i < nbytes; i++)
+        p[i] |= (uint8_t)(w >> (8 * i));
 }
 
 static unsigned lm_get(const uint8_t *p, int bitpos, int nb)
 {
-    unsigned v = 0;
-    for (int k = 0; k < nb; k++, bitpos++)
-        v |= (unsigned)((p[bitpos >> 3] >> (bitpos & 7)) & 1u) << k;
-    return v;
+    const int sh = bitpos & 7, nbytes = (sh + nb + 7) >> 3;
+    uint32_t w = 0;
+    p += bitpos >> 3;
+    for (int i = 0; i < nbytes; i++)
+        w |= (uint32_t)p[i] << (8 * i);
+    return (unsigned)(w >> sh) & ((1u << nb) - 1u);
 }
 
 size_t tq_kv_lm_block_bytes(const tq_kv_lm_code *c)
