@@ -3,7 +3,7 @@
  *   build/qdot/tests/qdot_bench [-r REPS] [-t THREADS] [-s M,K] ...
  *
  * For each shape (default 576x1536 and 4096x14336) and thread count (default 1 and 2), times
- * one matvec of random weights per format (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1), per ISA table (scalar,
+ * one matvec of random weights per format (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K), per ISA table (scalar,
  * avx2) and per activation path (q8: the quantizer is inside the timed region; f32), and the
  * existing bf16 kernel of src/cpu/matvec.h (best ISA) on the same shape as the in-run
  * reference. Configurations are interleaved round by round; the median of REPS rounds is
@@ -33,7 +33,7 @@ typedef struct job {
     size_t rb;
     int64_t m, k;
     const float *x;
-    const tq_q8a *a;
+    const void *a;
     float *y;
 } job;
 
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
     if (reps < 1)
         reps = 1;
     static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
-                               TQ_GGML_Q5_1};
+                               TQ_GGML_Q5_1, TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K};
     const tq_qdot_kernels *isa[4];
     const int n_isa = tq_qdot_all(isa, 4);
     const tq_mm_kernels *mms[8];
@@ -117,7 +117,7 @@ int main(int argc, char **argv)
         const int64_t m = shapes[si][0], k = shapes[si][1];
         float *x = malloc(sizeof(float) * k);
         float *y = malloc(sizeof(float) * m);
-        tq_q8a *a = malloc(sizeof(tq_q8a) * (k / 32));
+        void *a = malloc(sizeof(tq_q8k) * (k / 32)); /* room for either activation */
         uint16_t *wb = malloc(sizeof(uint16_t) * m * k);
         if (!x || !y || !a || !wb)
             return 1;
@@ -131,17 +131,22 @@ int main(int argc, char **argv)
                 return 1;
             for (size_t f = 0; f < sizeof(fmts) / sizeof(fmts[0]); f++) {
                 const int t = fmts[f];
-                const size_t rb = (size_t)(k / 32) * tq_ggml_type_size(t);
+                const int64_t blk = tq_ggml_block_size(t);
+                if (k % blk)
+                    continue;
+                const size_t rb = (size_t)(k / blk) * tq_ggml_type_size(t);
                 uint8_t *w = malloc(rb * m);
                 if (!w)
                     return 1;
                 for (size_t j = 0; j < rb * m; j++)
                     w[j] = (uint8_t)tq_rng_u64(&rng);
-                for (int64_t b = 0; b < m * (k / 32); b++) {
+                for (int64_t b = 0; b < m * (k / blk); b++) {
                     uint8_t *p = w + (size_t)b * tq_ggml_type_size(t);
-                    tq_wr16(p, tq_f32_to_f16(0.002f + 0.001f * tq_rng_uniform(&rng)));
-                    if (t == TQ_GGML_Q4_1 || t == TQ_GGML_Q5_1)
-                        tq_wr16(p + 2, tq_f32_to_f16(-0.01f));
+                    const uint16_t d = tq_f32_to_f16(0.002f + 0.001f * tq_rng_uniform(&rng));
+                    tq_wr16(p + (t == TQ_GGML_Q6_K ? 208 : 0), d);
+                    if (t == TQ_GGML_Q4_1 || t == TQ_GGML_Q5_1 || t == TQ_GGML_Q4_K ||
+                        t == TQ_GGML_Q5_K)
+                        tq_wr16(p + 2, tq_f32_to_f16(t >= TQ_GGML_Q4_K ? 1e-4f : -0.01f));
                 }
                 job cfg[MAXCFG];
                 int nc = 0;
@@ -156,7 +161,7 @@ int main(int argc, char **argv)
                         const uint64_t t0 = tq_now_ns();
                         const uint64_t c0 = cpu_ns();
                         if (cfg[c].path == PATH_Q8)
-                            cfg[c].K->quant_q8a(x, a, k);
+                            cfg[c].K->quant[t](x, a, k);
                         tq_pool_run(pool, run_job, &cfg[c]);
                         const uint64_t c1 = cpu_ns();
                         const uint64_t t1 = tq_now_ns();
@@ -178,6 +183,7 @@ int main(int argc, char **argv)
                     const int is_bf16 = cfg[c].path == PATH_BF16;
                     if (is_bf16 && f + 1 < sizeof(fmts) / sizeof(fmts[0]))
                         continue; /* print the bf16 row once per shape and thread count */
+                    /* (the last format's round; every row's x bf16 uses its own round) */
                     const double bytes = is_bf16 ? 2.0 * m * k : (double)rb * m;
                     char shape[32];
                     snprintf(shape, sizeof(shape), "%lldx%lld", (long long)m, (long long)k);

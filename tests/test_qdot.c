@@ -15,7 +15,8 @@
 #include "t.h"
 #include "turboquant.h"
 
-static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0, TQ_GGML_Q5_1};
+static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
+                           TQ_GGML_Q5_1, TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K};
 #define NFMT ((int)(sizeof(fmts) / sizeof(fmts[0])))
 
 static tq_rng rng;
@@ -29,18 +30,56 @@ static uint16_t rand_f16(float lo, float hi, int sgn)
     return tq_f32_to_f16(v);
 }
 
-/* rows x k elements of type t: random quant bytes, sane random scales (and mins). */
+/* Bytes [qlo, qhi) of a block of type t hold the quantized values (the rest: scales/mins). */
+static void quant_bytes(int t, size_t *qlo, size_t *qhi)
+{
+    switch (t) {
+    case TQ_GGML_Q8_0: *qlo = 2, *qhi = 34; break;
+    case TQ_GGML_Q4_0: *qlo = 2, *qhi = 18; break;
+    case TQ_GGML_Q4_1: *qlo = 4, *qhi = 20; break;
+    case TQ_GGML_Q5_0: *qlo = 2, *qhi = 22; break;
+    case TQ_GGML_Q5_1: *qlo = 4, *qhi = 24; break;
+    case TQ_GGML_Q4_K: *qlo = 16, *qhi = 144; break;
+    case TQ_GGML_Q5_K: *qlo = 16, *qhi = 176; break;
+    default: *qlo = 0, *qhi = 192; break; /* Q6_K: ql, qh; int8 scales at 192, d at 208 */
+    }
+}
+
+/* rows x k elements of type t: random quant bytes, sane random scales (and mins). The K
+ * formats' 6-bit scales/mins and Q6_K's int8 scales stay fully random. */
 static void rand_blocks(int t, uint8_t *w, int64_t rows, int64_t k)
 {
     const size_t bs = tq_ggml_type_size(t);
-    const int64_t nb = rows * (k / 32);
+    const int64_t nb = rows * (k / tq_ggml_block_size(t));
     for (int64_t i = 0; i < nb; i++) {
         uint8_t *b = w + (size_t)i * bs;
         for (size_t j = 0; j < bs; j++)
             b[j] = (uint8_t)tq_rng_u64(&rng);
-        tq_wr16(b, rand_f16(1e-3f, 0.05f, 1));
-        if (t == TQ_GGML_Q4_1 || t == TQ_GGML_Q5_1)
-            tq_wr16(b + 2, rand_f16(0.0f, 0.5f, 1));
+        if (t == TQ_GGML_Q6_K) {
+            tq_wr16(b + 208, rand_f16(1e-4f, 2e-3f, 1));
+        } else if (t == TQ_GGML_Q4_K || t == TQ_GGML_Q5_K) {
+            tq_wr16(b, rand_f16(1e-4f, 2e-3f, 1));
+            tq_wr16(b + 2, rand_f16(0.0f, 2e-3f, 1));
+        } else {
+            tq_wr16(b, rand_f16(1e-3f, 0.05f, 1));
+            if (t == TQ_GGML_Q4_1 || t == TQ_GGML_Q5_1)
+                tq_wr16(b + 2, rand_f16(0.0f, 0.5f, 1));
+        }
+    }
+}
+
+/* Element e of a quantized activation: its scale d and d * qs, read from the struct layout
+ * (tq_q8a for the 32-formats, tq_q8k for the K formats). */
+static void act_elem(int t, const void *act, int64_t e, double *d, double *xq)
+{
+    if (tq_qdot_act_block(t) == TQ_QKK) {
+        const tq_q8k *a = (const tq_q8k *)act + e / TQ_QKK;
+        *d = a->d;
+        *xq = (double)a->d * a->qs[e % TQ_QKK];
+    } else {
+        const tq_q8a *a = (const tq_q8a *)act + e / TQ_QK;
+        *d = a->d;
+        *xq = (double)a->d * a->qs[e % TQ_QK];
     }
 }
 
@@ -101,41 +140,81 @@ static void test_quantizer(void)
     free(x);
     free(want);
     free(got);
+    /* tq_q8k: one scale per 256, bsums per 16 */
+    tq_q8k *wk = malloc(sizeof(tq_q8k) * (k / 256 + 1));
+    tq_q8k *gk = malloc(sizeof(tq_q8k) * (k / 256 + 1));
+    float *xk = malloc(sizeof(float) * 256 * 9);
+    for (int rep = 0; rep < 20; rep++) {
+        const int64_t kk = 256 * 9;
+        rand_x(xk, kk);
+        isa[0]->quant_q8k(xk, wk, kk);
+        int bad = 0;
+        for (int64_t b = 0; b < kk / 256; b++) {
+            for (int g = 0; g < 16; g++) {
+                int sum = 0;
+                for (int j = 0; j < 16; j++) {
+                    const int64_t e = 256 * b + 16 * g + j;
+                    const double err = fabs((double)xk[e] - (double)wk[b].d * wk[b].qs[e % 256]);
+                    bad += err > 0.5 * (double)wk[b].d * (1 + 1e-6) || wk[b].qs[e % 256] < -127;
+                    sum += wk[b].qs[e % 256];
+                }
+                bad += wk[b].bsums[g] != sum;
+            }
+        }
+        CHECK(bad == 0, "scalar q8k quantizer: %d elements or sums wrong (rep %d)", bad, rep);
+        for (int i = 1; i < isa_count; i++) {
+            memset(gk, 0x55, sizeof(tq_q8k) * (kk / 256));
+            isa[i]->quant_q8k(xk, gk, kk);
+            CHECK_MEMEQ(gk, wk, sizeof(tq_q8k) * (kk / 256), "q8k quantizer %s vs scalar rep %d",
+                        isa[i]->isa, rep);
+        }
+    }
+    free(wk);
+    free(gk);
+    free(xk);
 }
 
 /* One format at one k: reference vs oracle, bounds, ISAs vs reference. */
 static void test_dots(int t, int64_t k, int rows)
 {
     const char *name = tq_ggml_type_name(t);
-    const size_t rb = (size_t)(k / 32) * tq_ggml_type_size(t);
+    const int64_t blk = tq_ggml_block_size(t);
+    const size_t bs = tq_ggml_type_size(t);
+    const size_t rb = (size_t)(k / blk) * bs;
+    size_t qlo, qhi;
     uint8_t *w = malloc(rb * rows);
+    uint8_t *w0 = malloc(rb);
     float *x = malloc(sizeof(float) * k);
     float *wf = malloc(sizeof(float) * k);
-    tq_q8a *a = malloc(sizeof(tq_q8a) * (k / 32));
+    float *wz = malloc(sizeof(float) * k);
+    void *a = malloc(tq_qdot_act_bytes(t, k));
     double worst_rel_q8 = 0;
+    quant_bytes(t, &qlo, &qhi);
     rand_blocks(t, w, rows, k);
     rand_x(x, k);
-    isa[0]->quant_q8a(x, a, k);
+    isa[0]->quant[t](x, a, k);
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = w + (size_t)r * rb;
+        /* the oracle: the library's dequantizer (bit-exact with the gguf package); wz = the same
+         * blocks with every quantized value zeroed (|wz| bounds the min/offset part of w) */
+        memcpy(w0, row, rb);
+        for (int64_t b = 0; b < k / blk; b++)
+            memset(w0 + (size_t)b * bs + qlo, 0, qhi - qlo);
         CHECK(tq_ggml_dequant_ref(t, row, rb, wf, k) == TQ_OK, "%s dequant", name);
+        CHECK(tq_ggml_dequant_ref(t, w0, rb, wz, k) == TQ_OK, "%s dequant", name);
         double ref = 0, mag = 0, refq = 0, magq = 0, q8bound = 0;
-        for (int64_t b = 0; b < k / 32; b++) {
-            double sw = 0;
-            for (int j = 0; j < 32; j++) {
-                const int64_t e = 32 * b + j;
-                const double xq = (double)a[b].d * a[b].qs[j];
-                ref += (double)wf[e] * x[e];
-                mag += fabs((double)wf[e] * x[e]);
-                refq += (double)wf[e] * xq;
-                magq += fabs((double)wf[e] * xq) + fabs(2.0 * wf[e] * xq); /* w = dq + m terms */
-                sw += fabs((double)wf[e]);
-            }
-            q8bound += 0.5 * a[b].d * (1 + 1e-6) * sw;
+        for (int64_t e = 0; e < k; e++) {
+            double da, xq;
+            act_elem(t, a, e, &da, &xq);
+            ref += (double)wf[e] * x[e];
+            mag += fabs((double)wf[e] * x[e]);
+            refq += (double)wf[e] * xq;
+            magq += (fabs((double)wf[e]) + 2 * fabs((double)wz[e])) * fabs(xq);
+            q8bound += 0.5 * da * (1 + 1e-6) * fabs((double)wf[e]);
         }
         const double eps = ldexp(1.0, -24);
         const double tol = ((double)k / 32 + 8) * eps * mag + 1e-30;
-        const double tolq = ((double)k / 32 + 8) * eps * magq * 2 + 1e-30;
+        const double tolq = ((double)k / 32 + 8) * eps * magq * 4 + 1e-30;
         const float f = isa[0]->dot_f32[t](row, x, k);
         const float q = isa[0]->dot_q8[t](row, a, k);
         CHECK(fabs(f - ref) <= tol, "%s k=%lld row %d f32 path %.9g vs oracle %.9g (tol %.3g)",
@@ -161,8 +240,10 @@ static void test_dots(int t, int64_t k, int rows)
         printf("  %-5s k=%-5lld q8 vs f32: worst |diff| / sum|w x| = %.2e\n", name, (long long)k,
                worst_rel_q8);
     free(w);
+    free(w0);
     free(x);
     free(wf);
+    free(wz);
     free(a);
 }
 
@@ -170,19 +251,20 @@ static void test_dots(int t, int64_t k, int rows)
 static void test_matvec(int t)
 {
     const char *name = tq_ggml_type_name(t);
-    const int64_t k = 32 * 13;
+    const int64_t k = tq_ggml_block_size(t) * (tq_ggml_block_size(t) == 32 ? 13 : 3);
     const int64_t m = 37;
     const int64_t n = 5;
     const int64_t ldy = m + 3;
-    const size_t rb = (size_t)(k / 32) * tq_ggml_type_size(t);
+    const size_t rb = (size_t)(k / tq_ggml_block_size(t)) * tq_ggml_type_size(t);
+    const size_t ab = tq_qdot_act_bytes(t, k);
     uint8_t *w = malloc(rb * m);
     float *x = malloc(sizeof(float) * k * n);
-    tq_q8a *a = malloc(sizeof(tq_q8a) * (k / 32) * n);
+    uint8_t *a = malloc(ab * n);
     float *y = malloc(sizeof(float) * ldy * n);
     rand_blocks(t, w, m, k);
     for (int64_t tok = 0; tok < n; tok++)
         rand_x(x + tok * k, k);
-    isa[0]->quant_q8a(x, a, k * n); /* n tokens of k: blocks are per 32, so one call is fine */
+    isa[0]->quant[t](x, a, k * n); /* n tokens of k: blocks never straddle tokens */
     for (int i = 0; i < isa_count; i++) {
         for (int path = 0; path < 2; path++) {
             for (int64_t nn = 1; nn <= n; nn += 2) {
@@ -204,7 +286,7 @@ static void test_matvec(int t)
                             continue;
                         }
                         const uint8_t *row = w + (size_t)r * rb;
-                        const float want = path ? isa[0]->dot_q8[t](row, a + tok * (k / 32), k)
+                        const float want = path ? isa[0]->dot_q8[t](row, a + tok * ab, k)
                                                 : isa[0]->dot_f32[t](row, x + tok * k, k);
                         bad += memcmp(&got, &want, 4) != 0;
                     }
@@ -233,9 +315,19 @@ int main(int argc, char **argv)
     CHECK(!strcmp(isa[0]->isa, "scalar"), "first table is %s", isa[0]->isa);
     test_quantizer();
     static const int64_t ks[] = {32, 64, 96, 32 * 7, 576, 1536, 4096};
+    static const int64_t kks[] = {256, 512, 768, 1536, 4096};
     for (int f = 0; f < NFMT; f++) {
-        for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++)
-            test_dots(fmts[f], ks[j], ks[j] >= 1536 ? 6 : 24);
+        const int kfmt = tq_ggml_block_size(fmts[f]) == 256;
+        const int64_t *kl = kfmt ? kks : ks;
+        const size_t nk = kfmt ? sizeof(kks) / sizeof(kks[0]) : sizeof(ks) / sizeof(ks[0]);
+        CHECK(tq_qdot_act_bytes(fmts[f], kl[0]) > 0, "%s has no q8 activation",
+              tq_ggml_type_name(fmts[f]));
+        for (int i = 0; i < isa_count; i++)
+            CHECK(isa[i]->dot_q8[fmts[f]] && isa[i]->dot_f32[fmts[f]] && isa[i]->mv_q8[fmts[f]] &&
+                  isa[i]->mv_f32[fmts[f]] && isa[i]->quant[fmts[f]], "%s lacks %s kernels",
+                  isa[i]->isa, tq_ggml_type_name(fmts[f]));
+        for (size_t j = 0; j < nk; j++)
+            test_dots(fmts[f], kl[j], kl[j] >= 1536 ? 6 : 24);
         test_matvec(fmts[f]);
     }
     return t_done();

@@ -12,8 +12,9 @@ static inline float f16(const uint8_t *p)
 }
 
 /* ---- the activation quantizer -------------------------------------------------------------- */
-static void quant_q8a(const float *x, tq_q8a *a, int64_t k)
+static void quant_q8a(const float *x, void *act, int64_t k)
 {
+    tq_q8a *a = act;
     for (int64_t b = 0; b < k / TQ_QK; b++, x += TQ_QK, a++) {
         float amax = 0.0f;
         for (int j = 0; j < TQ_QK; j++) {
@@ -31,6 +32,32 @@ static void quant_q8a(const float *x, tq_q8a *a, int64_t k)
         }
         a->d = d;
         a->s = d * (float)sum;
+    }
+}
+
+/* The tq_q8a rule over 256 values, plus the 16-value sums. */
+static void quant_q8k(const float *x, void *act, int64_t k)
+{
+    tq_q8k *a = act;
+    for (int64_t b = 0; b < k / TQ_QKK; b++, x += TQ_QKK, a++) {
+        float amax = 0.0f;
+        for (int j = 0; j < TQ_QKK; j++) {
+            const float v = fabsf(x[j]);
+            amax = v > amax ? v : amax;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < TQ_QKK; j++) {
+            const float v = fminf(fmaxf(x[j] * id, -127.0f), 127.0f);
+            a->qs[j] = (int8_t)(int)nearbyintf(v);
+        }
+        for (int g = 0; g < 16; g++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++)
+                sum += a->qs[16 * g + j];
+            a->bsums[g] = (int16_t)sum;
+        }
+        a->d = d;
     }
 }
 
@@ -100,8 +127,9 @@ static inline float hsum8(const float *v)
 
 /* ---- the two dots, generic over the unpacker ----------------------------------------------- */
 static inline float dot_q8(unpack_fn up, size_t bsize, int has_min, const void *w,
-                           const tq_q8a *a, int64_t k)
+                           const void *act, int64_t k)
 {
+    const tq_q8a *a = act;
     const uint8_t *b = w;
     float acc[2][8] = {{0}};
     float accm = 0.0f;
@@ -147,7 +175,7 @@ static inline float dot_f32(unpack_fn up, size_t bsize, int has_min, const void 
 }
 
 #define DEFINE_FORMAT(name, bsize, has_min)                                                      \
-    static float dot_q8_##name(const void *w, const tq_q8a *a, int64_t k)                        \
+    static float dot_q8_##name(const void *w, const void *a, int64_t k)                          \
     {                                                                                            \
         return dot_q8(up_##name, bsize, has_min, w, a, k);                                       \
     }                                                                                            \
@@ -155,13 +183,14 @@ static inline float dot_f32(unpack_fn up, size_t bsize, int has_min, const void 
     {                                                                                            \
         return dot_f32(up_##name, bsize, has_min, w, x, k);                                      \
     }                                                                                            \
-    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const tq_q8a *a,        \
+    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *a,          \
                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
     {                                                                                            \
+        const size_t ab = (size_t)(k / ABLK) * sizeof(ATYPE);                                    \
         for (int64_t r = r0; r < r1; r++)                                                        \
             for (int64_t t = 0; t < n; t++)                                                      \
                 y[t * ldy + r] = dot_q8_##name((const uint8_t *)w + (size_t)r * row_bytes,       \
-                                               a + t * (k / TQ_QK), k);                          \
+                                               (const uint8_t *)a + (size_t)t * ab, k);          \
     }                                                                                            \
     static void mv_f32_##name(const void *w, size_t row_bytes, int64_t k, const float *x,        \
                               int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,         \
@@ -173,25 +202,175 @@ static inline float dot_f32(unpack_fn up, size_t bsize, int has_min, const void 
                     dot_f32_##name((const uint8_t *)w + (size_t)r * row_bytes, x + t * ldx, k);  \
     }
 
+#define ABLK TQ_QK
+#define ATYPE tq_q8a
 DEFINE_FORMAT(q8_0, 34, 0)
 DEFINE_FORMAT(q4_0, 18, 0)
 DEFINE_FORMAT(q4_1, 20, 1)
 DEFINE_FORMAT(q5_0, 22, 0)
 DEFINE_FORMAT(q5_1, 24, 1)
+#undef ABLK
+#undef ATYPE
 
-#define ROW(T, name)                                                                             \
-    .dot_q8[T] = dot_q8_##name, .dot_f32[T] = dot_f32_##name, .mv_q8[T] = mv_q8_##name,          \
+/* ---- K formats ----------------------------------------------------------------------------- */
+/* 6-bit scale and min of group g (0..7) from the 12 packed bytes of Q4_K/Q5_K. */
+static void scale_min_k4(int g, const uint8_t *q, int *sc, int *m)
+{
+    if (g < 4) {
+        *sc = q[g] & 63;
+        *m = q[g + 4] & 63;
+    } else {
+        *sc = (q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4);
+        *m = (q[g + 4] >> 4) | ((q[g] >> 6) << 4);
+    }
+}
+
+/* One super-block: wq[256], the integer scale of each 16 elements, the min of each 32 (0 for
+ * Q6_K), d and dmin. */
+typedef void (*unpack_k_fn)(const uint8_t *b, int *wq, int *sc16, int *min32, float *d,
+                            float *dmin);
+
+static void up_q4_k(const uint8_t *b, int *wq, int *sc16, int *min32, float *d, float *dmin)
+{
+    *d = f16(b);
+    *dmin = f16(b + 2);
+    for (int g = 0; g < 8; g++) {
+        int s, m;
+        scale_min_k4(g, b + 4, &s, &m);
+        sc16[2 * g] = sc16[2 * g + 1] = s;
+        min32[g] = m;
+        const uint8_t *q = b + 16 + 32 * (g / 2);
+        for (int l = 0; l < 32; l++)
+            wq[32 * g + l] = (q[l] >> (4 * (g & 1))) & 0x0f;
+    }
+}
+
+static void up_q5_k(const uint8_t *b, int *wq, int *sc16, int *min32, float *d, float *dmin)
+{
+    *d = f16(b);
+    *dmin = f16(b + 2);
+    for (int g = 0; g < 8; g++) {
+        int s, m;
+        scale_min_k4(g, b + 4, &s, &m);
+        sc16[2 * g] = sc16[2 * g + 1] = s;
+        min32[g] = m;
+        const uint8_t *qh = b + 16;
+        const uint8_t *q = b + 48 + 32 * (g / 2);
+        for (int l = 0; l < 32; l++)
+            wq[32 * g + l] = ((q[l] >> (4 * (g & 1))) & 0x0f) | (((qh[l] >> g) & 1) << 4);
+    }
+}
+
+static void up_q6_k(const uint8_t *b, int *wq, int *sc16, int *min32, float *d, float *dmin)
+{
+    const uint8_t *ql = b;
+    const uint8_t *qh = b + 128;
+    *d = f16(b + 208);
+    *dmin = 0.0f;
+    for (int s = 0; s < 16; s++)
+        sc16[s] = (int8_t)b[192 + s];
+    for (int g = 0; g < 8; g++)
+        min32[g] = 0;
+    for (int e = 0; e < TQ_QKK; e++) {
+        const int h = e / 128;
+        const int kk = (e % 128) / 32;
+        const int l = e % 32;
+        const int lo = (ql[64 * h + 32 * (kk & 1) + l] >> (4 * (kk >> 1))) & 0x0f;
+        const int hi = (qh[32 * h + l] >> (2 * kk)) & 3;
+        wq[e] = (lo | (hi << 4)) - 32;
+    }
+}
+
+static inline float dot_q8k(unpack_k_fn up, size_t bsize, int has_min, const void *w,
+                            const void *act, int64_t k)
+{
+    const tq_q8k *a = act;
+    const uint8_t *b = w;
+    float acc = 0.0f;
+    float accm = 0.0f;
+    for (int64_t i = 0; i < k / TQ_QKK; i++, b += bsize) {
+        int wq[TQ_QKK], sc16[16], min32[8];
+        float d, dmin;
+        up(b, wq, sc16, min32, &d, &dmin);
+        int32_t P = 0;
+        int32_t M = 0;
+        for (int e = 0; e < TQ_QKK; e++)
+            P += sc16[e / 16] * wq[e] * (int32_t)a[i].qs[e];
+        for (int g = 0; g < 8; g++)
+            M += min32[g] * ((int32_t)a[i].bsums[2 * g] + a[i].bsums[2 * g + 1]);
+        acc = acc + (d * a[i].d) * (float)P;
+        if (has_min)
+            accm = accm + (dmin * a[i].d) * (float)M;
+    }
+    return acc - accm;
+}
+
+static inline float dot_f32k(unpack_k_fn up, size_t bsize, int has_min, const void *w,
+                             const float *x, int64_t k)
+{
+    const uint8_t *b = w;
+    float acc[32] = {0};
+    for (int64_t i = 0; i < k / TQ_QKK; i++, b += bsize, x += TQ_QKK) {
+        int wq[TQ_QKK], sc16[16], min32[8];
+        float d, dmin;
+        up(b, wq, sc16, min32, &d, &dmin);
+        for (int e = 0; e < TQ_QKK; e++) {
+            const float ds = d * (float)sc16[e / 16];
+            const float wj = has_min ? ds * (float)wq[e] - dmin * (float)min32[e / 32]
+                                     : ds * (float)wq[e];
+            acc[e % 32] = fmaf(wj, x[e], acc[e % 32]);
+        }
+    }
+    float v[8];
+    for (int l = 0; l < 8; l++)
+        v[l] = (acc[l] + acc[8 + l]) + (acc[16 + l] + acc[24 + l]);
+    return hsum8(v);
+}
+
+#define dot_q8 dot_q8k
+#define dot_f32 dot_f32k
+#define ABLK TQ_QKK
+#define ATYPE tq_q8k
+DEFINE_FORMAT(q4_k, 144, 1)
+DEFINE_FORMAT(q5_k, 176, 1)
+DEFINE_FORMAT(q6_k, 210, 0)
+#undef dot_q8
+#undef dot_f32
+#undef ABLK
+#undef ATYPE
+
+#define ROW(T, name, Q)                                                                          \
+    .quant[T] = Q, .dot_q8[T] = dot_q8_##name, .dot_f32[T] = dot_f32_##name, .mv_q8[T] = mv_q8_##name,          \
     .mv_f32[T] = mv_f32_##name
 
 static const tq_qdot_kernels scalar_table = {
     .isa = "scalar",
     .quant_q8a = quant_q8a,
-    ROW(TQ_GGML_Q8_0, q8_0),
-    ROW(TQ_GGML_Q4_0, q4_0),
-    ROW(TQ_GGML_Q4_1, q4_1),
-    ROW(TQ_GGML_Q5_0, q5_0),
-    ROW(TQ_GGML_Q5_1, q5_1),
+    .quant_q8k = quant_q8k,
+    ROW(TQ_GGML_Q8_0, q8_0, quant_q8a),
+    ROW(TQ_GGML_Q4_0, q4_0, quant_q8a),
+    ROW(TQ_GGML_Q4_1, q4_1, quant_q8a),
+    ROW(TQ_GGML_Q5_0, q5_0, quant_q8a),
+    ROW(TQ_GGML_Q5_1, q5_1, quant_q8a),
+    ROW(TQ_GGML_Q4_K, q4_k, quant_q8k),
+    ROW(TQ_GGML_Q5_K, q5_k, quant_q8k),
+    ROW(TQ_GGML_Q6_K, q6_k, quant_q8k),
 };
+
+int64_t tq_qdot_act_block(int type)
+{
+    if (type < 0 || type >= TQ_GGML_TYPE_LIMIT || !scalar_table.dot_q8[type])
+        return 0;
+    return scalar_table.quant[type] == quant_q8k ? TQ_QKK : TQ_QK;
+}
+
+size_t tq_qdot_act_bytes(int type, int64_t k)
+{
+    const int64_t blk = tq_qdot_act_block(type);
+    if (!blk || k < 0 || k % blk)
+        return 0;
+    return (size_t)(k / blk) * (blk == TQ_QKK ? sizeof(tq_q8k) : sizeof(tq_q8a));
+}
 
 const tq_qdot_kernels *tq_qdot_scalar(void)
 {

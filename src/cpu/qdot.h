@@ -1,18 +1,21 @@
 /* qdot.h -- native GGUF block-format dot products and matvecs (internal; issue 14).
  *
  * Weights stay in their GGUF block layout (docs/FORMAT.md "GGUF", src/io/dequant.c): one row of
- * a matrix is k / 32 packed blocks (Q8_0 34 B, Q4_0 18 B, Q4_1 20 B, Q5_0 22 B, Q5_1 24 B), rows
- * are row_bytes apart. Two activation paths:
+ * a matrix is k / 32 packed blocks (Q8_0 34 B, Q4_0 18 B, Q4_1 20 B, Q5_0 22 B, Q5_1 24 B) or
+ * k / 256 super-blocks (Q4_K 144 B, Q5_K 176 B, Q6_K 210 B); rows are row_bytes apart. Two
+ * activation paths:
  *
  *   f32 path (exact):  y = sum_j w_j * x_j, w_j the fp32 value tq_ggml_dequant_ref() gives.
- *   q8 path (fast):    x is quantized once per token to tq_q8a blocks (int8, one f32 scale per
- *                      32), and the weight integers meet the activation integers in int32.
+ *   q8 path (fast):    x is quantized once per token (int8 with one f32 scale per 32 values,
+ *                      tq_q8a, for the 32-formats; per 256, tq_q8k, for the K formats), and
+ *                      the weight integers meet the activation integers in int32.
  *
  * ---- the q8 activation (tq_q8a, in memory only, never on disk) -----------------------------
  * Per 32 consecutive x: amax = max |x_j|; d = amax / 127 (f32 division); id = d ? 1 / d : 0;
  * qs_j = (int) nearbyintf(clamp(x_j * id, -127, 127)) (round half to even, NaN -> -127);
  * s = d * (float)(sum_j qs_j) (for the min term of Q4_1/Q5_1). Any x_j inf/NaN makes the block's
- * result undefined (but never a crash).
+ * result undefined (but never a crash). tq_q8k: the same rule over 256 values (one d), plus
+ * bsums[g] = sum of qs[16g .. 16g+15] (int).
  *
  * ---- the reduction order (the specification; every ISA gives the same bits) ----------------
  * Weight integers per block: Q8_0 int8; Q4_0 nibble - 8; Q5_0 5-bit - 16 (signed formats);
@@ -26,12 +29,22 @@
  *     element j = 0..31:  acc[j] = fmaf(w_j, x[32b + j], acc[j])   (fused, correctly rounded)
  *     v[l] = (acc[l] + acc[8+l]) + (acc[16+l] + acc[24+l]); result = H(v).
  *   H(v) = ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)).
+ *   K formats, q8 path: per super-block (in order), with the integer scale sc16[e/16] of element
+ *     e (Q4_K/Q5_K: the 6-bit scale of its 32-group, twice; Q6_K: the int8 scale) and wq[e] (Q4_K
+ *     nibble, Q5_K 5-bit, Q6_K 6-bit - 32):
+ *       P = sum_e sc16[e/16] * wq[e] * qs[e]           (int32, exact)
+ *       M = sum_g min_g * (bsums[2g] + bsums[2g+1])     (Q4_K/Q5_K, int32, exact)
+ *       acc = acc + (d * d_a) * (float)P;  accm = accm + (dmin * d_a) * (float)M
+ *     result = acc - accm.
+ *   K formats, f32 path: as the 32-formats' f32 path (lane j % 32 of element j), with w_j the
+ *     dequantizer's (d * sc) * q - dmin * m (Q4_K/Q5_K) or (d * sc) * (q - 32) (Q6_K).
  * So a row's result depends on k and the data only: never on n (tokens per call), r0/r1, the
  * thread count, or the ISA. Vector kernels must equal the scalar ones bit for bit (finite data;
  * with a NaN anywhere both give a NaN, payloads may differ: AVX2 converts fp16 scales by F16C).
  *
  * Matvec: y[t * ldy + r] = dot(row r, token t) for r in [r0, r1), t in [0, n); token t's q8
- * blocks are a + t * (k / 32), its f32 values x + t * ldx. Pure functions, no allocation.
+ * activation starts tq_qdot_act_bytes(type, k) * t bytes into `act`, its f32 values at
+ * x + t * ldx. Pure functions, no allocation, thread-safe.
  */
 #ifndef TQ_QDOT_H
 #define TQ_QDOT_H
@@ -48,13 +61,29 @@ typedef struct tq_q8a {
 } tq_q8a;
 _Static_assert(sizeof(tq_q8a) == 40, "tq_q8a is 40 bytes");
 
-/* x (k floats, k % 32 == 0) -> k / 32 blocks. */
-typedef void (*tq_q8a_quant_fn)(const float *x, tq_q8a *a, int64_t k);
-/* One weight row (k / 32 packed blocks) . activation. */
-typedef float (*tq_qdot_q8_fn)(const void *w, const tq_q8a *a, int64_t k);
+#define TQ_QKK 256 /* elements per K-format super-block and tq_q8k */
+
+/* One super-block of a quantized activation for the K formats. */
+typedef struct tq_q8k {
+    float d;              /* scale                                           */
+    int16_t bsums[16];    /* bsums[g] = sum of qs[16g .. 16g + 15]           */
+    int8_t qs[TQ_QKK];
+} tq_q8k;
+_Static_assert(sizeof(tq_q8k) == 292, "tq_q8k is 292 bytes");
+
+/* tq_qdot_act_block()/tq_qdot_act_bytes() -- the activation a weight type's q8 path reads: 32
+ * (tq_q8a) or 256 (tq_q8k) values per block, and the bytes of one token of k values (k must be
+ * a multiple of the block); 0 for a type without kernels. */
+int64_t tq_qdot_act_block(int type);
+size_t tq_qdot_act_bytes(int type, int64_t k);
+
+/* x (k floats, k % block == 0) -> the activation blocks (tq_q8a or tq_q8k). */
+typedef void (*tq_qact_quant_fn)(const float *x, void *act, int64_t k);
+/* One weight row (k / block packed blocks) . activation. */
+typedef float (*tq_qdot_q8_fn)(const void *w, const void *act, int64_t k);
 typedef float (*tq_qdot_f32_fn)(const void *w, const float *x, int64_t k);
 /* Rows [r0, r1) x n tokens (see above). */
-typedef void (*tq_qmv_q8_fn)(const void *w, size_t row_bytes, int64_t k, const tq_q8a *a,
+typedef void (*tq_qmv_q8_fn)(const void *w, size_t row_bytes, int64_t k, const void *act,
                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1);
 typedef void (*tq_qmv_f32_fn)(const void *w, size_t row_bytes, int64_t k, const float *x,
                               int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,
@@ -63,7 +92,9 @@ typedef void (*tq_qmv_f32_fn)(const void *w, size_t row_bytes, int64_t k, const 
 /* One table per ISA, indexed by ggml type id (tq_ggml_type); NULL = not provided. */
 typedef struct tq_qdot_kernels {
     const char *isa;                            /* "scalar", "avx2"                     */
-    tq_q8a_quant_fn quant_q8a;
+    tq_qact_quant_fn quant_q8a;                 /* x -> tq_q8a                           */
+    tq_qact_quant_fn quant_q8k;                 /* x -> tq_q8k                           */
+    tq_qact_quant_fn quant[TQ_GGML_TYPE_LIMIT]; /* the one the type's q8 path reads      */
     tq_qdot_q8_fn dot_q8[TQ_GGML_TYPE_LIMIT];
     tq_qdot_f32_fn dot_f32[TQ_GGML_TYPE_LIMIT];
     tq_qmv_q8_fn mv_q8[TQ_GGML_TYPE_LIMIT];

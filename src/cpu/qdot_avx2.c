@@ -3,7 +3,9 @@
  * vpmaddubsw + vpmaddwd, whose int32 lane l is exactly the reference's p of lane l (elements
  * 4l..4l+3; no int16 saturation: |w| <= 128, |qs| <= 127, so a pair is <= 32512); the f32
  * combination is the reference's, lane for lane (mul then add on the q8 path, vfmadd on the f32
- * path), and H() is the same tree. Block scales are converted by F16C (exact for non-NaN). */
+ * path), and H() is the same tree. K formats: the super-block integers P and M are exact int32
+ * sums in any order, then the same f32 steps. Block scales are converted by F16C (exact for
+ * non-NaN). */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -24,46 +26,76 @@ static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(t);
 }
 
-/* ---- the activation quantizer -------------------------------------------------------------- */
-static void quant_q8a(const float *x, tq_q8a *a, int64_t k)
+/* ---- the activation quantizers ------------------------------------------------------------ */
+static inline __m256 absmax8(const float *x, int n8)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 mx = _mm256_setzero_ps();
+    for (int g = 0; g < n8; g++)
+        mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * g), absmask), mx);
+    return mx;
+}
+
+static inline float hmax8(__m256 mx)
+{
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    return _mm_cvtss_f32(m4);
+}
+
+/* 32 values * id -> qs (clamped, rounded half to even); returns the sum of the 32 qs. */
+static inline int quant32(const float *x, float id, int8_t *qs)
+{
     const __m256 lo = _mm256_set1_ps(-127.0f);
     const __m256 hi = _mm256_set1_ps(127.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int g = 0; g < 4; g++) {
+        __m256 t = _mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * g), vid), lo); /* NaN: -127 */
+        t = _mm256_min_ps(t, hi);
+        t = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q[g] = _mm256_cvtps_epi32(t);
+    }
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    /* packs interleave the 128-bit lanes; the permutation puts the dwords back in order */
+    const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                          _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256((__m256i *)qs,
+                        _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    return _mm_cvtsi128_si32(s4);
+}
+
+static void quant_q8a(const float *x, void *act, int64_t k)
+{
+    tq_q8a *a = act;
     for (int64_t b = 0; b < k / TQ_QK; b++, x += TQ_QK, a++) {
-        __m256 v[4];
-        for (int g = 0; g < 4; g++)
-            v[g] = _mm256_loadu_ps(x + 8 * g);
-        __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask),
-                                                _mm256_and_ps(v[1], absmask)),
-                                  _mm256_max_ps(_mm256_and_ps(v[2], absmask),
-                                                _mm256_and_ps(v[3], absmask)));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
-        const float d = amax / 127.0f;
+        const float d = hmax8(absmax8(x, 4)) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int g = 0; g < 4; g++) {
-            __m256 t = _mm256_max_ps(_mm256_mul_ps(v[g], vid), lo); /* NaN -> -127 */
-            t = _mm256_min_ps(t, hi);
-            t = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            q[g] = _mm256_cvtps_epi32(t);
-        }
-        __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-        const int sum = _mm_cvtsi128_si32(s4);
-        const __m256i p16a = _mm256_packs_epi32(q[0], q[1]);
-        const __m256i p16b = _mm256_packs_epi32(q[2], q[3]);
-        const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), perm);
-        _mm256_storeu_si256((__m256i *)a->qs, p8);
+        const int sum = quant32(x, id, a->qs);
         a->d = d;
         a->s = d * (float)sum;
+    }
+}
+
+static void quant_q8k(const float *x, void *act, int64_t k)
+{
+    tq_q8k *a = act;
+    for (int64_t b = 0; b < k / TQ_QKK; b++, x += TQ_QKK, a++) {
+        const float d = hmax8(absmax8(x, 32)) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int c = 0; c < 8; c++)
+            quant32(x + 32 * c, id, a->qs + 32 * c);
+        for (int g = 0; g < 16; g++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++)
+                sum += a->qs[16 * g + j];
+            a->bsums[g] = (int16_t)sum;
+        }
+        a->d = d;
     }
 }
 
@@ -158,9 +190,10 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
 }
 
 #define DEFINE_FORMAT(name, BS_, IP, HAS_MIN)                                                    \
-    static float dot_q8_##name(const void *w, const tq_q8a *a, int64_t k)                        \
+    static float dot_q8_##name(const void *w, const void *act, int64_t k)                        \
     {                                                                                            \
         enum { BS = BS_ };                                                                       \
+        const tq_q8a *a = act;                                                                   \
         const uint8_t *b = w;                                                                    \
         const int64_t nb = k / TQ_QK;                                                            \
         __m256 acc0 = _mm256_setzero_ps();                                                       \
@@ -184,13 +217,17 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
             fma_block(up_##name(b), f16c(b), HAS_MIN ? f16c(b + 2) : 0.0f, HAS_MIN, x, acc);     \
         return hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
     }                                                                                            \
-    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const tq_q8a *a,        \
+    DEFINE_MV(name, tq_q8a, TQ_QK)
+
+#define DEFINE_MV(name, ATYPE, ABLK)                                                             \
+    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *a,          \
                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
     {                                                                                            \
+        const size_t ab = (size_t)(k / ABLK) * sizeof(ATYPE);                                    \
         for (int64_t r = r0; r < r1; r++)                                                        \
             for (int64_t t = 0; t < n; t++)                                                      \
                 y[t * ldy + r] = dot_q8_##name((const uint8_t *)w + (size_t)r * row_bytes,       \
-                                               a + t * (k / TQ_QK), k);                          \
+                                               (const uint8_t *)a + (size_t)t * ab, k);          \
     }                                                                                            \
     static void mv_f32_##name(const void *w, size_t row_bytes, int64_t k, const float *x,        \
                               int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,         \
@@ -208,18 +245,195 @@ DEFINE_FORMAT(q4_1, 20, ip_unsigned, 1)
 DEFINE_FORMAT(q5_0, 22, ip_signed, 0)
 DEFINE_FORMAT(q5_1, 24, ip_unsigned, 1)
 
-#define ROW(T, name)                                                                             \
-    .dot_q8[T] = dot_q8_##name, .dot_f32[T] = dot_f32_##name, .mv_q8[T] = mv_q8_##name,          \
+/* ---- K formats ----------------------------------------------------------------------------- */
+static inline int32_t hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline void scale_min_k4(int g, const uint8_t *q, int *sc, int *m)
+{
+    if (g < 4) {
+        *sc = q[g] & 63;
+        *m = q[g + 4] & 63;
+    } else {
+        *sc = (q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4);
+        *m = (q[g + 4] >> 4) | ((q[g] >> 6) << 4);
+    }
+}
+
+/* Group g (32 values) of a Q4_K (qh = NULL) or Q5_K super-block as unsigned bytes. */
+static inline __m256i k_group(const uint8_t *qs, __m256i qh, int has_qh, int g)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (g / 2)));
+    __m256i q = _mm256_and_si256(g & 1 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0f));
+    if (has_qh) {
+        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, g), _mm256_set1_epi8(1));
+        q = _mm256_or_si256(q, _mm256_slli_epi16(hb, 4));
+    }
+    return q;
+}
+
+/* Chunk c (32 values, 0..7) of a Q6_K super-block as unsigned 6-bit bytes (no - 32). */
+static inline __m256i q6_chunk(const uint8_t *b, int c)
+{
+    const int h = c / 4, kk = c % 4;
+    const __m256i l = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (kk & 1)));
+    const __m256i hv = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+    const __m256i lo = _mm256_and_si256(kk >> 1 ? _mm256_srli_epi16(l, 4) : l,
+                                        _mm256_set1_epi8(0x0f));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hv, 2 * kk), _mm256_set1_epi8(3));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+/* acc[grp] = fmadd(w, x, acc[grp]) with w = d_lo|d_hi * q (groups 0-1 | 2-3) [- m]. */
+static inline void fma_block_k(__m256i w, float dlo, float dhi, float m, int sub_min,
+                               const float *x, __m256 *acc)
+{
+    const __m128i lo = _mm256_castsi256_si128(w);
+    const __m128i hi = _mm256_extracti128_si256(w, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int g = 0; g < 4; g++) {
+        const __m256 vd = _mm256_set1_ps(g < 2 ? dlo : dhi);
+        __m256 wf = _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[g])));
+        if (sub_min)
+            wf = _mm256_sub_ps(wf, _mm256_set1_ps(m));
+        acc[g] = _mm256_fmadd_ps(wf, _mm256_loadu_ps(x + 8 * g), acc[g]);
+    }
+}
+
+static inline float finish_f32(const __m256 *acc)
+{
+    return hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+static inline float dot_q8_q45k(const void *w, const void *act, int64_t k, int is5)
+{
+    const tq_q8k *a = act;
+    const size_t bs = is5 ? 176 : 144;
+    const uint8_t *b = w;
+    float acc = 0.0f;
+    float accm = 0.0f;
+    for (int64_t i = 0; i < k / TQ_QKK; i++, b += bs) {
+        const uint8_t *qs = b + (is5 ? 48 : 16);
+        const __m256i qh = is5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+        __m256i sumi = _mm256_setzero_si256();
+        int32_t M = 0;
+        for (int g = 0; g < 8; g++) {
+            int sc, mn;
+            scale_min_k4(g, b + 4, &sc, &mn);
+            const __m256i av = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * g));
+            const __m256i p16 = _mm256_maddubs_epi16(k_group(qs, qh, is5, g), av);
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)sc)));
+            M += mn * ((int32_t)a[i].bsums[2 * g] + a[i].bsums[2 * g + 1]);
+        }
+        const int32_t P = hsum_i32(sumi);
+        acc = acc + (f16c(b) * a[i].d) * (float)P;
+        accm = accm + (f16c(b + 2) * a[i].d) * (float)M;
+    }
+    return acc - accm;
+}
+
+static inline float dot_f32_q45k(const void *w, const float *x, int64_t k, int is5)
+{
+    const size_t bs = is5 ? 176 : 144;
+    const uint8_t *b = w;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t i = 0; i < k / TQ_QKK; i++, b += bs, x += TQ_QKK) {
+        const float d = f16c(b);
+        const float dmin = f16c(b + 2);
+        const uint8_t *qs = b + (is5 ? 48 : 16);
+        const __m256i qh = is5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            int sc, mn;
+            scale_min_k4(g, b + 4, &sc, &mn);
+            const float d1 = d * (float)sc;
+            fma_block_k(k_group(qs, qh, is5, g), d1, d1, dmin * (float)mn, 1, x + 32 * g, acc);
+        }
+    }
+    return finish_f32(acc);
+}
+
+static float dot_q8_q4_k(const void *w, const void *act, int64_t k)
+{
+    return dot_q8_q45k(w, act, k, 0);
+}
+static float dot_q8_q5_k(const void *w, const void *act, int64_t k)
+{
+    return dot_q8_q45k(w, act, k, 1);
+}
+static float dot_f32_q4_k(const void *w, const float *x, int64_t k)
+{
+    return dot_f32_q45k(w, x, k, 0);
+}
+static float dot_f32_q5_k(const void *w, const float *x, int64_t k)
+{
+    return dot_f32_q45k(w, x, k, 1);
+}
+
+static float dot_q8_q6_k(const void *w, const void *act, int64_t k)
+{
+    const tq_q8k *a = act;
+    const uint8_t *b = w;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < k / TQ_QKK; i++, b += 210) {
+        const int8_t *sc = (const int8_t *)(b + 192);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            const __m256i av = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * c));
+            /* (q - 32) * a in pairs: |.| <= 2 * 32 * 127, no int16 saturation */
+            const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q6_chunk(b, c), av),
+                                                 _mm256_maddubs_epi16(_mm256_set1_epi8(32), av));
+            const __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]),
+                                                 _mm_set1_epi16(sc[2 * c]));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, s16));
+        }
+        acc = acc + (f16c(b + 208) * a[i].d) * (float)hsum_i32(sumi);
+    }
+    return acc;
+}
+
+static float dot_f32_q6_k(const void *w, const float *x, int64_t k)
+{
+    const uint8_t *b = w;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t i = 0; i < k / TQ_QKK; i++, b += 210, x += TQ_QKK) {
+        const int8_t *sc = (const int8_t *)(b + 192);
+        const float d = f16c(b + 208);
+        for (int c = 0; c < 8; c++) {
+            const __m256i q = _mm256_sub_epi8(q6_chunk(b, c), _mm256_set1_epi8(32));
+            fma_block_k(q, d * (float)sc[2 * c], d * (float)sc[2 * c + 1], 0.0f, 0, x + 32 * c,
+                        acc);
+        }
+    }
+    return finish_f32(acc);
+}
+
+DEFINE_MV(q4_k, tq_q8k, TQ_QKK)
+DEFINE_MV(q5_k, tq_q8k, TQ_QKK)
+DEFINE_MV(q6_k, tq_q8k, TQ_QKK)
+
+#define ROW(T, name, Q)                                                                          \
+    .quant[T] = Q, .dot_q8[T] = dot_q8_##name, .dot_f32[T] = dot_f32_##name, .mv_q8[T] = mv_q8_##name,          \
     .mv_f32[T] = mv_f32_##name
 
 static const tq_qdot_kernels avx2_table = {
     .isa = "avx2",
     .quant_q8a = quant_q8a,
-    ROW(TQ_GGML_Q8_0, q8_0),
-    ROW(TQ_GGML_Q4_0, q4_0),
-    ROW(TQ_GGML_Q4_1, q4_1),
-    ROW(TQ_GGML_Q5_0, q5_0),
-    ROW(TQ_GGML_Q5_1, q5_1),
+    .quant_q8k = quant_q8k,
+    ROW(TQ_GGML_Q8_0, q8_0, quant_q8a),
+    ROW(TQ_GGML_Q4_0, q4_0, quant_q8a),
+    ROW(TQ_GGML_Q4_1, q4_1, quant_q8a),
+    ROW(TQ_GGML_Q5_0, q5_0, quant_q8a),
+    ROW(TQ_GGML_Q5_1, q5_1, quant_q8a),
+    ROW(TQ_GGML_Q4_K, q4_k, quant_q8k),
+    ROW(TQ_GGML_Q5_K, q5_k, quant_q8k),
+    ROW(TQ_GGML_Q6_K, q6_k, quant_q8k),
 };
 
 const tq_qdot_kernels *tq_qdot_avx2_table(void)
