@@ -2,7 +2,8 @@
  *   - the window kernel tq_attn_heads_avx2() for f32/f16/bf16 rows against a float64 oracle
  *     (every head_dim multiple of 8 up to 256, 1..5 heads, 1..333 keys), and G heads in one call
  *     == G calls of one head, bit for bit (the heads of a unit never change a row's floats);
- *   - the turbo kernels: dot256 == its definition (8 lane chains of correctly rounded fmaf and a
+ *   - the turbo kernels: the K-block decode == the codec's decode bit for bit (k2/4/5/8);
+ *     dot256 == its definition (8 lane chains of correctly rounded fmaf and a
  *     fixed tree) bit for bit; the block update against the scalar spec (double, ~1e-15), and
  *     the block's scores are the dot kernel's (fused == reference relies on it).
  * Skips when this CPU has no AVX2 (the kernels cannot run). */
@@ -13,6 +14,7 @@
 #include "core/half.h"
 #include "core/rng.h"
 #include "cpu/attn_cpu.h"
+#include "kv/kv_internal.h"
 #include "model/kvcache_turbo.h"
 #include "t.h"
 
@@ -171,6 +173,29 @@ static void turbo_kernels(tq_rng *r)
                 }
             }
         }
+    /* the K-block decode == the codec's decode, every key width and head_dim */
+    int kdiff = 0;
+    static const int kbs[] = {2, 4, 5, 8};
+    for (int b = 0; b < 4; b++)
+        for (int hd = 64; hd <= MAXD; hd *= 2) {
+            const tq_kv_scheme s = {.kind = TQ_KV_TURBO, .k_bits = kbs[b], .v_bits = 3};
+            size_t kr, vr;
+            tq_kv_row_bytes(s, hd, &kr, &vr);
+            uint8_t *rows = malloc(5 * kr);
+            float *x = malloc(5 * hd * sizeof(float)), *y0 = malloc(5 * hd * 4);
+            float *y1 = malloc(5 * hd * 4);
+            for (int i = 0; i < 5 * hd; i++)
+                x[i] = 3.0f * tq_rng_normal(r) + (float)(i % 7);
+            tq_kv_encode_k(s, hd, TQ_DTYPE_F32, x, 5, rows, 5 * kr, NULL);
+            tq_kv_decode_k(s, hd, rows, 5, y0, 5 * hd, NULL);
+            ak->dec_k(rows, 5, hd, kbs[b], y1);
+            kdiff += memcmp(y0, y1, (size_t)5 * hd * sizeof(float)) != 0;
+            free(rows);
+            free(x);
+            free(y0);
+            free(y1);
+        }
+    CHECK(kdiff == 0, "turbo K-block decode avx2 == codec decode: %d cases differ", kdiff);
     CHECK(dot_diff == 0, "turbo dot avx2 == its definition: %d of the dots differ", dot_diff);
     CHECK(score_diff == 0, "turbo block avx2: %d scores differ from scale * dot", score_diff);
     CHECK(worst < 1e-4, "turbo block avx2 vs scalar spec: worst relative state difference %.3g",

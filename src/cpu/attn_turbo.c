@@ -100,7 +100,7 @@ static void block_scalar(const float *q, const float *K, const double *V, int nv
 }
 
 const tq_attn_kernels tq_attn_kernels_scalar = {dot_scalar, tq_attn_dec_v_rot_scalar,
-                                               block_scalar};
+                                               block_scalar, NULL};
 
 const tq_attn_kernels *tq_attn_kernels_pick(void)
 {
@@ -193,7 +193,7 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
                 __builtin_prefetch(vn + b);
         }
         if (s.kind == TQ_KV_TURBO) {
-            j->kk->dec_k(K + (size_t)tb * kr, nk, hd, s.k_bits, kdec);
+            (ak->dec_k ? ak->dec_k : j->kk->dec_k)(K + (size_t)tb * kr, nk, hd, s.k_bits, kdec);
             for (int k = 0; k < nk; k++)
                 j->ak->dec_v_rot(V + (size_t)(tb + k) * vr, hd, s.v_bits, vdec + (size_t)k * hd);
         } else { /* bf16 layer (sliding window): plain rows, no rotation */

@@ -162,6 +162,63 @@ static void dec_v_rot256(const uint8_t *row, int d, int vb, double *out)
     }
 }
 
+/* K rows of a block to floats, ((float)q + zero_h) * scale_h per 32-group: the codec's values
+ * (tq_kv_key_decode_row_ref) with the width a constant after inlining and F16C for the fp16
+ * scale and zero (exact; a NaN keeps NaN), indices unpacked as in dec_v_body (k8: signed
+ * bytes). The fused == reference test compares the result with the codec's own decode. */
+static inline __attribute__((always_inline)) void dec_k_body(const uint8_t *src, int64_t n,
+                                                             int d, const int kb, float *out)
+{
+    const size_t rb = tq_kv_turbo_k_row_bytes(d, kb), pk = tq_kv_packed_bytes(d, kb);
+    const int ng = d / TQ_KV_GROUP;
+    const __m256i sh32 = _mm256_set_epi32(7 * kb, 6 * kb, 5 * kb, 4 * kb, 3 * kb, 2 * kb, kb, 0);
+    const __m256i m32 = _mm256_set1_epi32((1 << (kb & 31)) - 1);
+    const __m256i sh_lo = _mm256_set_epi64x(3 * kb, 2 * kb, kb, 0);
+    const __m256i sh_hi = _mm256_set_epi64x(7 * kb, 6 * kb, 5 * kb, 4 * kb);
+    const __m256i m64 = _mm256_set1_epi64x((1ll << (kb & 63)) - 1);
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *row = src + (size_t)r * rb, *sc = row + pk, *zr = sc + 2 * (size_t)ng;
+        float *o = out + (size_t)r * d;
+        for (int g = 0; g < ng; g++) {
+            const __m256 s = _mm256_set1_ps(_cvtsh_ss(tq_rd16(sc + 2 * g)));
+            const __m256 z = _mm256_set1_ps(_cvtsh_ss(tq_rd16(zr + 2 * g)));
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const uint8_t *p = kb == 8 ? row + g * TQ_KV_GROUP + 8 * c
+                                           : row + (size_t)g * 4 * kb + (size_t)c * kb;
+                __m256i idx;
+                if (kb == 8) {
+                    idx = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+                } else if (kb <= 4) { /* the 4-byte load stays in the row (scales follow) */
+                    uint32_t u;
+                    memcpy(&u, p, 4);
+                    idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)u), sh32), m32);
+                } else {
+                    const __m256i u = _mm256_set1_epi64x((long long)kv_rd_le(p, kb));
+                    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi64(u, sh_lo), m64);
+                    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi64(u, sh_hi), m64);
+                    const __m256 ab = _mm256_shuffle_ps(_mm256_castsi256_ps(lo),
+                                                        _mm256_castsi256_ps(hi),
+                                                        _MM_SHUFFLE(2, 0, 2, 0));
+                    idx = _mm256_permute4x64_epi64(_mm256_castps_si256(ab), 0xD8);
+                }
+                _mm256_storeu_ps(o + g * TQ_KV_GROUP + 8 * c,
+                                 _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(idx), z), s));
+            }
+        }
+    }
+}
+
+static void dec_k256(const uint8_t *src, int64_t n, int d, int kb, float *out)
+{
+    switch (kb) {
+    case 2: dec_k_body(src, n, d, 2, out); break;
+    case 4: dec_k_body(src, n, d, 4, out); break;
+    case 5: dec_k_body(src, n, d, 5, out); break;
+    default: dec_k_body(src, n, d, 8, out); break;
+    }
+}
+
 /* e^x for x <= 0, 8 x 4 double lanes: the same operations as exp_pd512 (attn_turbo_avx512.c), so
  * the same values: 2^n e^r, n = rint(x log2 e), r = x - n ln2 (Cody-Waite), e^r by its degree-12
  * Taylor polynomial (Horner, FMAs); 2^n is built in the exponent field (n >= -1022 after the
@@ -268,4 +325,4 @@ static void block256(const float *q, const float *K, const double *V, int nv, in
     }
 }
 
-const tq_attn_kernels tq_attn_kernels_avx2 = {dot256, dec_v_rot256, block256};
+const tq_attn_kernels tq_attn_kernels_avx2 = {dot256, dec_v_rot256, block256, dec_k256};

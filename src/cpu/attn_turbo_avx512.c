@@ -154,4 +154,4 @@ static void block512(const float *q, const float *K, const double *V, int nv, in
     }
 }
 
-const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, dec_v_rot512, block512};
+const tq_attn_kernels tq_attn_kernels_avx512 = {dot512, dec_v_rot512, block512, NULL};

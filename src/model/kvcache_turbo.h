@@ -132,6 +132,9 @@ typedef struct tq_attn_kernels {
      * rotated values V[k] (see attn_turbo.c) */
     void (*block)(const float *q, const float *K, const double *V, int nv, int hd, float scale,
                   double *S, float *sc, double *p);
+    /* optional (NULL: the codec's kernel of this ISA): n turbo K rows (kb bits) to floats, the
+     * codec's exact values -- the reference decodes with the codec, so they must agree */
+    void (*dec_k)(const uint8_t *src, int64_t n, int d, int kb, float *out);
 } tq_attn_kernels;
 /* tq_attn_dec_v_rot_scalar() -- the scalar specification of dec_v_rot. */
 void tq_attn_dec_v_rot_scalar(const uint8_t *row, int d, int vb, double *out);
