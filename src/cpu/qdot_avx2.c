@@ -217,7 +217,7 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
             fma_block(up_##name(b), f16c(b), HAS_MIN ? f16c(b + 2) : 0.0f, HAS_MIN, x, acc);     \
         return hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
     }                                                                                            \
-    DEFINE_MV(name, tq_q8a, TQ_QK)
+    DEFINE_MV4(name, BS_, IP, HAS_MIN)
 
 #define DEFINE_MV(name, ATYPE, ABLK)                                                             \
     static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *a,          \
@@ -229,6 +229,9 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
                 y[t * ldy + r] = dot_q8_##name((const uint8_t *)w + (size_t)r * row_bytes,       \
                                                (const uint8_t *)a + (size_t)t * ab, k);          \
     }                                                                                            \
+    DEFINE_MV_F32(name)
+
+#define DEFINE_MV_F32(name)                                                                      \
     static void mv_f32_##name(const void *w, size_t row_bytes, int64_t k, const float *x,        \
                               int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,         \
                               int64_t r1)                                                        \
@@ -238,6 +241,61 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
                 y[t * ldy + r] =                                                                 \
                     dot_f32_##name((const uint8_t *)w + (size_t)r * row_bytes, x + t * ldx, k);  \
     }
+
+/* Block i of 4 rows (b0 + q * row_bytes) into acc[q][SLOT]; SLOT is a constant and the row loop
+ * is unrolled, so the 8 accumulators stay in registers. */
+#define ROWS4_Q8(UP, IP, HAS_MIN, SLOT, i)                                                       \
+    do {                                                                                         \
+        const float da = at[i].d;                                                                \
+        const float sa = at[i].s;                                                                \
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)                                      \
+        {                                                                                        \
+            const uint8_t *bb = b0 + (size_t)q * row_bytes + (size_t)(i) * BS;                   \
+            const __m256 p = IP(UP(bb), at[i].qs);                                               \
+            acc[q][SLOT] =                                                                       \
+                _mm256_add_ps(acc[q][SLOT], _mm256_mul_ps(p, _mm256_set1_ps(f16c(bb) * da)));    \
+            if (HAS_MIN)                                                                         \
+                accm[q] = accm[q] + f16c(bb + 2) * sa;                                           \
+        }                                                                                        \
+    } while (0)
+
+/* The 32-formats' matvec: 4 rows at a time (4 weight streams, one activation read), each row
+ * with exactly dot_q8_##name's operation sequence; leftover rows go through dot_q8_##name.
+ * Same-run A/B on the 2-vCPU EPYC (thread CPU time, 4096 x 14336, 1 token): Q8_0 12.3 -> 8.7
+ * ms, Q4_0 7.3 -> 6.5 ms, Q4_1 7.9 -> 6.9 ms; 576 x 1536 (in cache) unchanged. Without the
+ * unroll pragma GCC kept acc[][] in memory and this was 3x slower than one row at a time. */
+#define DEFINE_MV4(name, BS_, IP, HAS_MIN)                                                       \
+    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
+    {                                                                                            \
+        enum { BS = BS_ };                                                                       \
+        const int64_t nb = k / TQ_QK;                                                            \
+        int64_t r = r0;                                                                          \
+        for (; r + 4 <= r1; r += 4) {                                                            \
+            const uint8_t *b0 = (const uint8_t *)w + (size_t)r * row_bytes;                      \
+            for (int64_t t = 0; t < n; t++) {                                                    \
+                const tq_q8a *at = (const tq_q8a *)act + t * nb;                                 \
+                __m256 acc[4][2];                                                                \
+                float accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                        \
+                _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)                              \
+                    acc[q][0] = acc[q][1] = _mm256_setzero_ps();                                 \
+                int64_t i = 0;                                                                   \
+                for (; i + 1 < nb; i += 2) {                                                     \
+                    ROWS4_Q8(up_##name, IP, HAS_MIN, 0, i);                                      \
+                    ROWS4_Q8(up_##name, IP, HAS_MIN, 1, i + 1);                                  \
+                }                                                                                \
+                if (i < nb)                                                                      \
+                    ROWS4_Q8(up_##name, IP, HAS_MIN, 0, i);                                      \
+                _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)                              \
+                    y[t * ldy + r + q] = hsum8(_mm256_add_ps(acc[q][0], acc[q][1])) + accm[q];   \
+            }                                                                                    \
+        }                                                                                        \
+        for (; r < r1; r++)                                                                      \
+            for (int64_t t = 0; t < n; t++)                                                      \
+                y[t * ldy + r] = dot_q8_##name((const uint8_t *)w + (size_t)r * row_bytes,       \
+                                               (const tq_q8a *)act + t * nb, k);                 \
+    }                                                                                            \
+    DEFINE_MV_F32(name)
 
 DEFINE_FORMAT(q8_0, 34, ip_signed, 0)
 DEFINE_FORMAT(q4_0, 18, ip_signed, 0)
