@@ -247,11 +247,11 @@ static void test_dots(int t, int64_t k, int rows)
     free(a);
 }
 
-/* Matvec of rows [r0, r1) for n tokens == per-token dot, bit for bit; rows outside untouched. */
-static void test_matvec(int t)
+/* Matvec of rows [r0, r1) for n tokens == per-token dot, bit for bit; rows outside untouched.
+ * k: short rows, and rows of >= 4096 bytes (the AVX2 32-formats take those 4 at a time). */
+static void test_matvec(int t, int64_t k)
 {
     const char *name = tq_ggml_type_name(t);
-    const int64_t k = tq_ggml_block_size(t) * (tq_ggml_block_size(t) == 32 ? 13 : 3);
     const int64_t m = 37;
     const int64_t n = 5;
     const int64_t ldy = m + 3;
@@ -291,9 +291,9 @@ static void test_matvec(int t)
                         bad += memcmp(&got, &want, 4) != 0;
                     }
                 }
-                CHECK(bad == 0 && stray == 0, "%s %s mv_%s n=%lld: %d differ from the dot, %d "
-                      "written outside", isa[i]->isa, name, path ? "q8" : "f32", (long long)nn,
-                      bad, stray);
+                CHECK(bad == 0 && stray == 0, "%s %s k=%lld mv_%s n=%lld: %d differ from the "
+                      "dot, %d written outside", isa[i]->isa, name, (long long)k,
+                      path ? "q8" : "f32", (long long)nn, bad, stray);
             }
         }
     }
@@ -328,7 +328,8 @@ int main(int argc, char **argv)
                   isa[i]->isa, tq_ggml_type_name(fmts[f]));
         for (size_t j = 0; j < nk; j++)
             test_dots(fmts[f], kl[j], kl[j] >= 1536 ? 6 : 24);
-        test_matvec(fmts[f]);
+        test_matvec(fmts[f], tq_ggml_block_size(fmts[f]) * (kfmt ? 3 : 13));
+        test_matvec(fmts[f], kfmt ? 256 * 29 : 32 * 232); /* >= 4096-byte rows */
     }
     return t_done();
 }

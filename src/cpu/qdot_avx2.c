@@ -259,11 +259,14 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
         }                                                                                        \
     } while (0)
 
-/* The 32-formats' matvec: 4 rows at a time (4 weight streams, one activation read), each row
- * with exactly dot_q8_##name's operation sequence; leftover rows go through dot_q8_##name.
- * Same-run A/B on the 2-vCPU EPYC (thread CPU time, 4096 x 14336, 1 token): Q8_0 12.3 -> 8.7
- * ms, Q4_0 7.3 -> 6.5 ms, Q4_1 7.9 -> 6.9 ms; 576 x 1536 (in cache) unchanged. Without the
- * unroll pragma GCC kept acc[][] in memory and this was 3x slower than one row at a time. */
+/* The 32-formats' matvec: rows of >= 4096 bytes go 4 at a time (4 weight streams, one
+ * activation read), each row with exactly dot_q8_##name's operation sequence (so the choice
+ * changes no bit); shorter rows and the leftovers go through dot_q8_##name one at a time.
+ * Same-run A/B on the 2-vCPU EPYC, thread CPU time, 1 token, weights not in cache: 4096 x
+ * 14336 (Q4_0 rows of 8064 B) 1-row vs 4-row Q8_0 9.5 vs 6.4 ms, Q4_0 6.4 vs 5.9, Q4_1 6.4
+ * vs 5.5; but 2048 x 2048 (1152 B rows) Q4_0 0.43 vs 0.73 ms and 576 x 1536 0.13 vs 0.25 ms:
+ * short interleaved streams defeat the prefetcher, one sequential stream does not. Without
+ * the unroll pragma GCC kept acc[][] in memory (3x slower). */
 #define DEFINE_MV4(name, BS_, IP, HAS_MIN)                                                       \
     static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
@@ -271,7 +274,7 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
         enum { BS = BS_ };                                                                       \
         const int64_t nb = k / TQ_QK;                                                            \
         int64_t r = r0;                                                                          \
-        for (; r + 4 <= r1; r += 4) {                                                            \
+        for (; row_bytes >= 4096 && r + 4 <= r1; r += 4) {                                       \
             const uint8_t *b0 = (const uint8_t *)w + (size_t)r * row_bytes;                      \
             for (int64_t t = 0; t < n; t++) {                                                    \
                 const tq_q8a *at = (const tq_q8a *)act + t * nb;                                 \
