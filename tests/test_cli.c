@@ -1,7 +1,8 @@
 /* test_cli.c -- the `tq` binary end to end, no model needed (issue 10: items 5, 6, 9 and the
  * directory messages). Every bad numeric flag is refused with exit 2 and a message naming the
  * flag, its range and the value; a failed write to stdout exits nonzero with a message; a +rk
- * scheme is refused by kv-bench before anything runs; a directory given as a file says so. */
+ * scheme is refused by kv-bench before anything runs; a directory given as a file says so; `tq
+ * bench` runs with fewer tokens than its warm-up (on the tiny model of tests/data/tiny). */
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -137,6 +138,26 @@ static void directories(void)
     rmdir(dir);
 }
 
+/* `tq bench` with fewer tokens than its 8-token warm-up (--prefill 1, one decode step at depth
+ * 0): the warm-up read past the token buffer ("token 4 has id 1852795252, outside the
+ * vocabulary"). The tiny random model of tests/data/tiny (256-token vocabulary) runs it. */
+static void bench_short(void)
+{
+    static const char *const tiny = "tests/data/tiny/gemma3";
+    if (access(tiny, R_OK) != 0) {
+        CHECK(0, "%s not found (run from the source root)", tiny);
+        return;
+    }
+    cli_run(&r, OUT_CAPTURE, NULL, "bench", "-m", tiny, "--prefill", "1", "--depths", "0",
+            "--decode", "1", "--runs", "1", "-t", "1", (const char *)NULL);
+    CHECK(r.rc == 0 && strstr(r.out, "prefill  1 tokens:") && strstr(r.out, "depth     0:"),
+          "bench --prefill 1 --depths 0 --decode 1: exit %d\n%s%s", r.rc, r.out, r.err);
+    cli_run(&r, OUT_CAPTURE, NULL, "bench", "-m", tiny, "--prefill", "3", "--depths", "0,2",
+            "--decode", "2", "--runs", "1", "-t", "1", (const char *)NULL);
+    CHECK(r.rc == 0 && strstr(r.out, "prefill  3 tokens:") && strstr(r.out, "depth     2:"),
+          "bench --prefill 3 --depths 0,2 --decode 2: exit %d\n%s%s", r.rc, r.out, r.err);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_cli");
@@ -146,5 +167,6 @@ int main(int argc, char **argv)
     stdout_errors();
     kv_bench_rk();
     directories();
+    bench_short();
     return t_done();
 }

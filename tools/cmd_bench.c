@@ -164,8 +164,8 @@ int cmd_bench(int argc, char **argv)
     }
 
     double pf[100], dc[MAX_DEPTHS][100];
-    /* warm-up: touch every weight once */
-    if ((st = tq_session_eval(sess, toks, 8, logits))) {
+    /* warm-up: touch every weight once (toks holds only `need` ids, which may be fewer than 8) */
+    if ((st = tq_session_eval(sess, toks, need < 8 ? need : 8, logits))) {
         rc = cli_error(cmd, st, "forward pass failed");
         goto out;
     }
