@@ -100,12 +100,14 @@ static void quant_q8k(const float *x, void *act, int64_t k)
 }
 
 /* ---- block unpacking into 32 int8 in element order ---------------------------------------- */
-/* 16 packed bytes -> low nibbles (elements 0..15) in bytes 0..15, high nibbles in 16..31. */
+/* 16 packed bytes -> low nibbles (elements 0..15) in bytes 0..15, high nibbles in 16..31: one
+ * broadcast load and a per-lane shift (vpsrlvd 0 | 4). Same-run A/B against loading, masking
+ * twice and vinserti128: Q4_0 576 x 1536 warm, 59 -> 50 us. */
 static inline __m256i nib32(const uint8_t *p)
 {
-    const __m128i v = _mm_loadu_si128((const __m128i *)p);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi8(0x0f));
 }
 
 /* Bit j of qh -> 0x10 in byte j. */
