@@ -14,7 +14,8 @@ copied out, as Llama.eval does), i.e. the same 2 x chunks window passes tq makes
 logits for the second half only (that is what it scores); llama.cpp's logits_all computes them
 for every position; the script also times llama.cpp with logits only for the second half
 ("half"), the closest match to tq's work. Ratio = llama.cpp seconds / tq seconds (> 1: tq is
-faster). Medians over rounds.
+faster). Medians over rounds. Also CPU seconds: the whole tq process (model load and
+tokenizing included, so an upper bound) and llama.cpp's timed part (this process's CPU time).
 """
 import argparse
 import json
@@ -29,13 +30,17 @@ import numpy as np
 
 
 def tq_run(a):
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cmd = [a.tq, "kl", "-m", a.model, "-f", a.text, "--ctx", str(a.ctx), "--chunks",
            str(a.chunks), "-t", str(a.threads), "--kv", a.scheme]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"llamacpp_eval_speed: {' '.join(cmd)} failed: {r.stderr[-500:]}")
     m = re.search(r"windows x \d+/2 - 1\), (\d+(?:\.\d+)?) s", r.stdout)
-    return float(m.group(1)), r.stdout
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)  # whole process, load included
+    return float(m.group(1)), cpu, r.stdout
 
 
 def main():
@@ -75,16 +80,18 @@ def main():
     half = a.ctx // 2
 
     def llama_all():
+        c0 = time.process_time()
         t0 = time.time()
         for t in wins:
             for llm in llms:
                 llm.reset()
                 llm._ctx.kv_cache_clear() if hasattr(llm._ctx, "kv_cache_clear") else None
                 llm.eval(t)
-        return time.time() - t0
+        return time.time() - t0, time.process_time() - c0
 
     def llama_half():
         # logits for positions >= ctx/2 only: low-level batch, as llamacpp_kl.py does
+        c0 = time.process_time()
         t0 = time.time()
         nv = llms[0].n_vocab()
         for t in wins:
@@ -104,14 +111,16 @@ def main():
                         sys.exit("llamacpp_eval_speed: llama_decode failed")
                 np.ctypeslib.as_array(L.llama_get_logits(c), shape=(half * nv,)).copy()
                 L.llama_batch_free(b)
-        return time.time() - t0
+        return time.time() - t0, time.process_time() - c0
 
     rows = []
     for r in range(a.rounds):
-        tq_s, out = tq_run(a)
-        la = llama_all()
-        lh = llama_half()
-        row = {"round": r, "tq_s": tq_s, "llama_logits_all_s": la, "llama_half_s": lh}
+        tq_s, tq_cpu, out = tq_run(a)
+        la, la_cpu = llama_all()
+        lh, lh_cpu = llama_half()
+        row = {"round": r, "tq_s": tq_s, "llama_logits_all_s": la, "llama_half_s": lh,
+               "tq_process_cpu_s": tq_cpu, "llama_logits_all_cpu_s": la_cpu,
+               "llama_half_cpu_s": lh_cpu}
         print(json.dumps(row), flush=True)
         rows.append(row)
     med = {key: statistics.median(x[key] for x in rows) for key in rows[0] if key != "round"}
@@ -119,11 +128,14 @@ def main():
            "tq_scheme": a.scheme, "llama_type": a.type, "passes_per_window": 2,
            "llama_cpp_python": L.__version__, "rounds": rows, "median": med,
            "ratio_logits_all": med["llama_logits_all_s"] / med["tq_s"],
-           "ratio_half": med["llama_half_s"] / med["tq_s"], "tq_last_stdout": out}
+           "ratio_half": med["llama_half_s"] / med["tq_s"],
+           "cpu_ratio_logits_all": med["llama_logits_all_cpu_s"] / med["tq_process_cpu_s"],
+           "tq_last_stdout": out}
     print(f"median: tq kl {med['tq_s']:.1f} s, llama.cpp logits_all {med['llama_logits_all_s']:.1f} s "
           f"(ratio {res['ratio_logits_all']:.2f}), llama.cpp second-half logits "
-          f"{med['llama_half_s']:.1f} s (ratio {res['ratio_half']:.2f}); {nw} windows x 2 passes, "
-          f"{a.threads} threads")
+          f"{med['llama_half_s']:.1f} s (ratio {res['ratio_half']:.2f}); CPU time: tq process "
+          f"{med['tq_process_cpu_s']:.1f} s, llama.cpp logits_all {med['llama_logits_all_cpu_s']:.1f} s; "
+          f"{nw} windows x 2 passes, {a.threads} threads")
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
 
