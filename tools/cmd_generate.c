@@ -439,7 +439,9 @@ int cmd_generate(int argc, char **argv)
     double eval_s = 0;
     if ((rc = prompt_cache(cmd, g.session, load_pc, save_pc, ids, n, &skip, &n_eval, &eval_s)))
         goto out;
-    s = tq_generator_run(g.gen, ids + skip, n - skip, gen_print_cb, NULL, &st);
+    /* the cached part of the prompt enters the repetition penalty as in a never-cached run */
+    if ((s = tq_generator_history(g.gen, ids, skip)) == TQ_OK)
+        s = tq_generator_run(g.gen, ids + skip, n - skip, gen_print_cb, NULL, &st);
     if (s) {
         cli_flush();
         rc = cli_error(cmd, s, "cannot generate");

@@ -122,14 +122,24 @@ typedef struct tq_gen_stats {
 
 /* tq_generator_run() -- append prompt[0..n_prompt) (n_prompt >= 1) to the session and generate
  * from the logits of its last token. Multi-turn use: keep the session, trim it back to the
- * tokens shared with the next prompt (tq_session_trim) and pass the rest. The last 4096 prompt
- * tokens enter the repetition-penalty history. fn and stats may be NULL. Errors: TQ_E_OVERFLOW
+ * tokens shared with the next prompt (tq_session_trim) and pass the rest. Every prompt token
+ * enters the repetition-penalty history (whose window keeps the last repeat_last_n); tokens
+ * already in the session do not: give them with tq_generator_history(). fn and stats may be NULL. Errors: TQ_E_OVERFLOW
  * when the prompt does not fit the context with room for one new token (the message gives the
  * numbers; nothing is evaluated), TQ_E_ARG (empty prompt, token id outside the vocabulary), or
  * the engine's error. A context that fills up while generating is not an error
  * (stop = TQ_GEN_STOP_CTX). */
 TQ_API tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_prompt,
                                   tq_gen_fn fn, void *user, tq_gen_stats *stats);
+
+/* tq_generator_history() -- enter ids[0..n) into the repetition-penalty history as
+ * tq_generator_run() does with its prompt: for tokens already in the session (restored from a
+ * prompt cache, evaluated before, kept from an earlier turn) that precede the prompt the next run
+ * gets. Then history(ids[0..k)) + run(ids[k..n)) penalises exactly what run(ids[0..n)) does, so
+ * a greedy continuation does not depend on how much of the prompt was cached. Call it after
+ * tq_sampler_reset(), if any, and before the run. n == 0 is a no-op. Errors: TQ_E_ARG (NULL
+ * generator, ids NULL with n > 0, n < 0, an id outside the vocabulary: nothing is entered). */
+TQ_API tq_status tq_generator_history(tq_generator *g, const int32_t *ids, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -157,6 +157,28 @@ static size_t stop_tail(const tq_generator *g, size_t n)
     return keep;
 }
 
+/* Enter ids[0..n) into the penalty history. Only the last repeat_last_n can stay in its window,
+ * so only those are entered: the same history as entering all n, at bounded cost. */
+static void accept_tail(tq_generator *g, const int32_t *ids, int64_t n)
+{
+    const int64_t w = g->opts.sampling.repeat_last_n;
+    for (int64_t i = n > w ? n - w : 0; i < n; i++)
+        tq_sampler_accept(g->sampler, ids[i]);
+}
+
+tq_status tq_generator_history(tq_generator *g, const int32_t *ids, int64_t n)
+{
+    if (!g || n < 0 || (n > 0 && !ids))
+        return TQ_FAIL(TQ_E_ARG, "tq_generator_history: %s", !g ? "generator is NULL"
+                       : n < 0 ? "negative token count" : "ids is NULL");
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= g->n_vocab)
+            return TQ_FAIL(TQ_E_ARG, "tq_generator_history: token %lld: id %d outside the "
+                           "vocabulary [0, %d)", (long long)i, ids[i], g->n_vocab);
+    accept_tail(g, ids, n);
+    return TQ_OK;
+}
+
 tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_prompt,
                            tq_gen_fn fn, void *user, tq_gen_stats *stats)
 {
@@ -197,8 +219,7 @@ tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_pro
         return st;
     S->prefill_s = (double)(tq_now_ns() - t0) * 1e-9;
     S->n_prompt = n_prompt;
-    for (int64_t i = n_prompt > 4096 ? n_prompt - 4096 : 0; i < n_prompt; i++)
-        tq_sampler_accept(g->sampler, prompt[i]); /* ids checked above */
+    accept_tail(g, prompt, n_prompt); /* ids checked above */
 
     tq_tok_stream_init(&ts, g->tok, g->opts.show_special ? 0u : (unsigned)TQ_TOK_SKIP_SPECIAL);
     t0 = tq_now_ns();
