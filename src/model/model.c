@@ -130,32 +130,40 @@ static tq_status rope_freqs(const tq_model_config *c, float theta, float *inv_fr
 static tq_status rope_freqs_for(const char *path, const tq_weights *src, const tq_model_config *c,
                                 float *inv_freq)
 {
+    static const char name[] = "rope_freqs.weight";
     const tq_gguf *g = tq_weights_gguf(src);
-    const int64_t ti = g ? tq_gguf_find_tensor(g, "rope_freqs.weight") : -1;
-    if (ti < 0)
+    if (!g || tq_gguf_find_tensor(g, name) < 0)
         return rope_freqs(c, c->rope_theta, inv_freq);
-    tq_gguf_tensor_info info;
-    tq_status st = tq_gguf_tensor(g, ti, &info);
+    tq_weights_tensor info;
+    tq_status st = tq_weights_get(src, name, &info);
     if (st)
         return st;
     const int half = c->rope_dim / 2;
-    if (info.type != TQ_GGML_F32 || info.n_elem != half)
-        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor rope_freqs.weight is %s with %lld elements, "
-                                    "expected F32 with %d (rope_dim / 2)", path,
-                       tq_ggml_type_name(info.type), (long long)info.n_elem, half);
+    if (strcmp(info.src_type, "F32") || info.n_elem != half)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is %s with %lld elements, expected F32 with %d "
+                                    "(rope_dim / 2)", path, name, info.src_type,
+                       (long long)info.n_elem, half);
     tq_model_config plain = *c;
     plain.rope_scaling = TQ_ROPE_SCALING_NONE;
     if ((st = rope_freqs(&plain, c->rope_theta, inv_freq)))
         return st;
-    for (int i = 0; i < half; i++) {
-        float f;
-        memcpy(&f, (const uint8_t *)info.data + 4 * (size_t)i, 4);
-        if (!(f > 0.0f))
-            return TQ_FAIL(TQ_E_FORMAT, "%s: rope_freqs.weight[%d] = %g is not positive", path, i,
-                           f);
-        inv_freq[i] /= f;
+    float *f = tq_malloc((size_t)half * sizeof(float));
+    if (!f)
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory for %s", path, name);
+    /* pread, not the mapping: a file truncated under the load gives TQ_E_IO, not SIGBUS */
+    if ((st = tq_weights_read(src, name, TQ_DTYPE_F32, f, (size_t)half * sizeof(float)))) {
+        tq_free(f);
+        return st;
     }
-    return TQ_OK;
+    for (int i = 0; i < half; i++) {
+        if (!(f[i] > 0.0f)) {
+            st = TQ_FAIL(TQ_E_FORMAT, "%s: %s[%d] = %g is not positive", path, name, i, f[i]);
+            break;
+        }
+        inv_freq[i] /= f[i];
+    }
+    tq_free(f);
+    return st;
 }
 
 static tq_status check_config(const char *path, const tq_model_config *c)
