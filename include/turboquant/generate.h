@@ -127,8 +127,8 @@ typedef struct tq_gen_stats {
  * already in the session do not: give them with tq_generator_history(). fn and stats may be
  * NULL. Errors: TQ_E_OVERFLOW when the prompt does not fit the context with room for one new
  * token (the message gives the numbers; nothing is evaluated), TQ_E_ARG (empty prompt, token id
- * outside the vocabulary), or the engine's error. A context that fills up while generating is not an error
- * (stop = TQ_GEN_STOP_CTX). */
+ * outside the vocabulary), or the engine's error. A context that fills up while generating is
+ * not an error (stop = TQ_GEN_STOP_CTX). */
 TQ_API tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_prompt,
                                   tq_gen_fn fn, void *user, tq_gen_stats *stats);
 
