@@ -210,14 +210,14 @@ tq_status tq_model_config_from_gguf(const tq_gguf *g, tq_model_config *c)
     }
     if (tq_gguf_find_key(g, "tokenizer.ggml.bos_token_id") >= 0 &&
         tq_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", &v) == TQ_OK) {
-        int id;
+        int id = -1;
         if ((st = set_int(tq_gguf_path(g), "tokenizer.ggml.bos_token_id", v, -1, INT32_MAX, &id)))
             return st;
         c->bos_id = id;
     }
     if (tq_gguf_find_key(g, "tokenizer.ggml.eos_token_id") >= 0 &&
         tq_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", &v) == TQ_OK) {
-        int id;
+        int id = -1;
         if ((st = set_int(tq_gguf_path(g), "tokenizer.ggml.eos_token_id", v, -1, INT32_MAX, &id)))
             return st;
         c->eos_id = id;
