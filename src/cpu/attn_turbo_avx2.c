@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "cpu/exp_poly.h"
 #include "cpu/kv_cpu.h"
 #include "kv/kv_internal.h"
 #include "model/kvcache_turbo.h"
@@ -227,31 +228,19 @@ static void dec_k256(const uint8_t *src, int64_t n, int d, int kb, float *out)
  * chain after the other) */
 static inline void exp8_pd256(__m256d *x)
 {
-    static const double c[13] = {1.0,
-                                 1.0,
-                                 1.0 / 2,
-                                 1.0 / 6,
-                                 1.0 / 24,
-                                 1.0 / 120,
-                                 1.0 / 720,
-                                 1.0 / 5040,
-                                 1.0 / 40320,
-                                 1.0 / 362880,
-                                 1.0 / 3628800,
-                                 1.0 / 39916800,
-                                 1.0 / 479001600};
+    const double *c = tq_exp_taylor;
     __m256d n[8], r[8], p[8];
 #pragma GCC unroll 8
     for (int v = 0; v < 8; v++) {
-        const __m256d xv = _mm256_max_pd(x[v], _mm256_set1_pd(-708.0));
-        n[v] = _mm256_round_pd(_mm256_mul_pd(xv, _mm256_set1_pd(1.4426950408889634)),
+        const __m256d xv = _mm256_max_pd(x[v], _mm256_set1_pd(TQ_EXP_MIN_X));
+        n[v] = _mm256_round_pd(_mm256_mul_pd(xv, _mm256_set1_pd(TQ_EXP_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        r[v] = _mm256_fnmadd_pd(n[v], _mm256_set1_pd(6.93147180369123816490e-01), xv);
-        r[v] = _mm256_fnmadd_pd(n[v], _mm256_set1_pd(1.90821492927058770002e-10), r[v]);
-        p[v] = _mm256_set1_pd(c[12]);
+        r[v] = _mm256_fnmadd_pd(n[v], _mm256_set1_pd(TQ_EXP_LN2_HI), xv);
+        r[v] = _mm256_fnmadd_pd(n[v], _mm256_set1_pd(TQ_EXP_LN2_LO), r[v]);
+        p[v] = _mm256_set1_pd(c[TQ_EXP_DEGREE]);
     }
 #pragma GCC unroll 12
-    for (int k = 11; k >= 0; k--)
+    for (int k = TQ_EXP_DEGREE - 1; k >= 0; k--)
 #pragma GCC unroll 8
         for (int v = 0; v < 8; v++)
             p[v] = _mm256_fmadd_pd(p[v], r[v], _mm256_set1_pd(c[k]));

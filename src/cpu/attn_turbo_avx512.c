@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "cpu/exp_poly.h"
 #include "kv/kv_internal.h"
 #include "model/kvcache_turbo.h"
 
@@ -84,26 +85,14 @@ static void dec_v_rot512(const uint8_t *row, int d, int vb, double *out)
  * below float resolution). x <= -708 gives ~1e-308 (the weight of such a key is 0 in float). */
 static inline __m512d exp_pd512(__m512d x)
 {
-    x = _mm512_max_pd(x, _mm512_set1_pd(-708.0));
-    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
+    x = _mm512_max_pd(x, _mm512_set1_pd(TQ_EXP_MIN_X));
+    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(TQ_EXP_LOG2E)),
                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
-    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
-    static const double c[13] = {1.0,
-                                 1.0,
-                                 1.0 / 2,
-                                 1.0 / 6,
-                                 1.0 / 24,
-                                 1.0 / 120,
-                                 1.0 / 720,
-                                 1.0 / 5040,
-                                 1.0 / 40320,
-                                 1.0 / 362880,
-                                 1.0 / 3628800,
-                                 1.0 / 39916800,
-                                 1.0 / 479001600};
-    __m512d p = _mm512_set1_pd(c[12]);
-    for (int k = 11; k >= 0; k--)
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(TQ_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(TQ_EXP_LN2_LO), r);
+    const double *c = tq_exp_taylor;
+    __m512d p = _mm512_set1_pd(c[TQ_EXP_DEGREE]);
+    for (int k = TQ_EXP_DEGREE - 1; k >= 0; k--)
         p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[k]));
     return _mm512_scalef_pd(p, n);
 }

@@ -339,22 +339,11 @@ DEFINE_FORMAT(q6_k, 210, 0)
 #undef ABLK
 #undef ATYPE
 
-#define ROW(T, name, Q)                                                                          \
-    .quant[T] = Q, .dot_q8[T] = dot_q8_##name, .dot_f32[T] = dot_f32_##name, .mv_q8[T] = mv_q8_##name,          \
-    .mv_f32[T] = mv_f32_##name
-
 static const tq_qdot_kernels scalar_table = {
     .isa = "scalar",
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
-    ROW(TQ_GGML_Q8_0, q8_0, quant_q8a),
-    ROW(TQ_GGML_Q4_0, q4_0, quant_q8a),
-    ROW(TQ_GGML_Q4_1, q4_1, quant_q8a),
-    ROW(TQ_GGML_Q5_0, q5_0, quant_q8a),
-    ROW(TQ_GGML_Q5_1, q5_1, quant_q8a),
-    ROW(TQ_GGML_Q4_K, q4_k, quant_q8k),
-    ROW(TQ_GGML_Q5_K, q5_k, quant_q8k),
-    ROW(TQ_GGML_Q6_K, q6_k, quant_q8k),
+    TQ_QDOT_FORMATS(TQ_QDOT_ROW)
 };
 
 int64_t tq_qdot_act_block(int type)

@@ -112,4 +112,20 @@ int tq_qdot_all(const tq_qdot_kernels **out, int cap);
 /* The AVX2 table itself, without the CPU check (qdot.c calls it after checking). */
 const tq_qdot_kernels *tq_qdot_avx2_table(void);
 
+/* TQ_QDOT_FORMATS(X) -- X(ggml type, kernel name suffix, activation quantizer) for every format
+ * with qdot kernels; TQ_QDOT_ROW fills one format's slots of a tq_qdot_kernels initializer from
+ * the file's dot_q8_<name>, dot_f32_<name>, mv_q8_<name>, mv_f32_<name>. */
+#define TQ_QDOT_FORMATS(X)                                                                         \
+    X(TQ_GGML_Q8_0, q8_0, quant_q8a)                                                               \
+    X(TQ_GGML_Q4_0, q4_0, quant_q8a)                                                               \
+    X(TQ_GGML_Q4_1, q4_1, quant_q8a)                                                               \
+    X(TQ_GGML_Q5_0, q5_0, quant_q8a)                                                               \
+    X(TQ_GGML_Q5_1, q5_1, quant_q8a)                                                               \
+    X(TQ_GGML_Q4_K, q4_k, quant_q8k)                                                               \
+    X(TQ_GGML_Q5_K, q5_k, quant_q8k)                                                               \
+    X(TQ_GGML_Q6_K, q6_k, quant_q8k)
+#define TQ_QDOT_ROW(T, name, Q)                                                                    \
+    .quant[T] = Q, .dot_q8[T] = dot_q8_##name, .dot_f32[T] = dot_f32_##name,                      \
+    .mv_q8[T] = mv_q8_##name, .mv_f32[T] = mv_f32_##name,
+
 #endif /* TQ_QDOT_H */
