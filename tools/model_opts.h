@@ -9,4 +9,10 @@
  * opts->gemm_openblas (an unknown value is warned about and ignored). */
 void cli_model_env(tq_model_opts *opts);
 
+/* cli_weights() -- --weights VALUE into opts: native (block formats kept, q8 activations),
+ * native-f32 (block formats, f32 activations), bf16|f16|f32 (dequantize at load). 0, or 2
+ * after a message naming cmd and the valid values. */
+int cli_weights(const char *cmd, const char *v, tq_model_opts *opts);
+#define CLI_WEIGHTS_HELP "native (default for quantized GGUF), native-f32, bf16, f16 or f32"
+
 #endif
