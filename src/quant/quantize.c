@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include "common/hadamard.h"
-#include "io/io_internal.h"
 #include "quant/quant_internal.h"
 
 enum role {
@@ -60,6 +61,7 @@ typedef struct qt {
 
 typedef struct ctx {
     const tq_quantize_opts *o;
+    int fd; /* GGUF source, read with pread (never through a mapping) */
     tq_weights *w;
     const tq_gguf *g;
     const tq_st *st;
@@ -133,6 +135,42 @@ static int classify(const char *name, int gguf, tq_arch arch, int *layer)
 }
 
 /* ---- reading one source tensor as f32 -------------------------------------------------------- */
+static char *path_join(const char *dir, const char *name)
+{
+    const size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* the first n bytes of GGUF tensor t, with pread (a file truncated meanwhile gives TQ_E_IO) */
+static tq_status read_raw(const ctx *c, const qt *t, void *dst, size_t n)
+{
+    tq_gguf_tensor_info gi;
+    tq_status st = tq_gguf_tensor(c->g, t->src_idx, &gi);
+    if (st)
+        return st;
+    uint8_t *b = dst;
+    off_t off = (off_t)(tq_gguf_data_offset(c->g) + gi.offset);
+    while (n > 0) {
+        const ssize_t r = pread(c->fd, b, n, off);
+        if (r <= 0)
+            return TQ_FAIL(TQ_E_IO, "%s: reading tensor '%s' failed: %s", c->o->src, t->src,
+                           r < 0 ? strerror(errno) : "the file is shorter than its header says");
+        b += r;
+        n -= (size_t)r;
+        off += r;
+    }
+    return TQ_OK;
+}
+
 static tq_status read_f32(const ctx *c, const qt *t, float *dst)
 {
     if (c->g) {
@@ -140,7 +178,7 @@ static tq_status read_f32(const ctx *c, const qt *t, float *dst)
         if (!raw)
             return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory reading '%s' (%zu bytes)", c->o->src,
                            t->src, t->src_nbytes);
-        tq_status st = tq_gguf_read_tensor(c->g, t->src_idx, 0, raw, t->src_nbytes);
+        tq_status st = read_raw(c, t, raw, t->src_nbytes);
         if (!st)
             st = tq_ggml_dequant(t->src_type, raw, t->src_nbytes, dst, t->n);
         tq_free(raw);
@@ -469,9 +507,22 @@ static tq_status fingerprint(const ctx *c, char out[17])
                                t->src_type_name, (long long)t->ne[0], (long long)t->ne[1],
                                (long long)t->ne[2], (long long)t->ne[3], t->src_nbytes);
         h = fnv(h, line, (size_t)n);
-        const size_t k = t->src_nbytes < sizeof(buf) ? t->src_nbytes : sizeof(buf);
-        tq_status st = c->g ? tq_gguf_read_tensor(c->g, t->src_idx, 0, buf, k)
-                            : tq_st_read_tensor(c->st, t->src_idx, 0, buf, k);
+        size_t k = t->src_nbytes < sizeof(buf) ? t->src_nbytes : sizeof(buf);
+        tq_status st;
+        if (c->g) {
+            st = read_raw(c, t, buf, k);
+        } else { /* the first row as f32 (exact for f16/bf16/f32) */
+            k = (size_t)t->cols * sizeof(float);
+            k = k < sizeof(buf) ? k : sizeof(buf);
+            float row[1024];
+            st = t->cols <= 1024 ? tq_weights_read_rows(c->w, t->src, 0, 1, TQ_DTYPE_F32, row,
+                                                        sizeof(row))
+                                 : TQ_OK;
+            if (t->cols > 1024)
+                k = 0;
+            else
+                memcpy(buf, row, k);
+        }
         if (st)
             return st;
         h = fnv(h, buf, k);
@@ -498,7 +549,7 @@ static void remove_tree(const char *dir)
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        char *p = tq_path_join(dir, e->d_name);
+        char *p = path_join(dir, e->d_name);
         if (p) {
             struct stat sb;
             if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
@@ -673,6 +724,8 @@ static void ctx_free(ctx *c)
     tq_free(c->s1);
     tq_free(c->s2);
     tq_weights_free(c->w);
+    if (c->fd >= 0)
+        close(c->fd);
 }
 
 static tq_status meta_gguf(ctx *c, tq_gguf_writer *gw, const char *fp)
@@ -836,10 +889,15 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
     ctx c;
     memset(&c, 0, sizeof(c));
     c.o = o;
+    c.fd = -1;
     tq_status st = tq_weights_open(o->src, &c.w);
     if (st)
         return st;
     c.g = tq_weights_gguf(c.w);
+    if (c.g && (c.fd = open(tq_gguf_path(c.g), O_RDONLY | O_CLOEXEC)) < 0) {
+        st = TQ_FAIL(TQ_E_IO, "%s: cannot open: %s", o->src, strerror(errno));
+        goto out;
+    }
     c.st = tq_weights_st(c.w);
     c.cfg = tq_weights_config(c.w);
     if (c.cfg->arch == TQ_ARCH_UNKNOWN) {
@@ -896,7 +954,7 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
         goto out;
     }
     tq_st_writer *sw = NULL;
-    char *stp = tq_path_join(tmp, "model.safetensors");
+    char *stp = path_join(tmp, "model.safetensors");
     st = stp ? tq_st_writer_create(stp, 0, &sw) : TQ_FAIL(TQ_E_NOMEM, "out of memory");
     free(stp);
     if (!st)
@@ -908,7 +966,7 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
     tq_st_writer_free(sw);
     const char *srcdir = o->src;
     char dirbuf[4096];
-    if (!tq_is_dir(srcdir)) {
+    if (!is_dir(srcdir)) {
         snprintf(dirbuf, sizeof(dirbuf), "%s", o->src);
         char *slash = strrchr(dirbuf, '/');
         if (slash)
@@ -918,8 +976,8 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
         srcdir = dirbuf;
     }
     for (size_t i = 0; !st && i < sizeof(hf_side_files) / sizeof(hf_side_files[0]); i++) {
-        char *from = tq_path_join(srcdir, hf_side_files[i]);
-        char *to = tq_path_join(tmp, hf_side_files[i]);
+        char *from = path_join(srcdir, hf_side_files[i]);
+        char *to = path_join(tmp, hf_side_files[i]);
         if (!from || !to)
             st = TQ_FAIL(TQ_E_NOMEM, "out of memory");
         else if (path_exists(from))
