@@ -18,11 +18,13 @@ static int cmd_version(int argc, char **argv);
 static const command commands[] = {
     {"generate", cmd_generate, "continue a prompt with a model, streaming the text"},
     {"chat", cmd_chat, "interactive chat with an instruct model (its chat template)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, streaming)"},
     {"bench", cmd_bench, "engine speed: prefill and decode tok/s, peak memory"},
     {"inspect", cmd_inspect, "model file: architecture, tokenizer, metadata, tensor table (--json)"},
     {"tokenize", cmd_tokenize, "text -> token ids with a tokenizer.json or GGUF vocabulary"},
     {"ppl", cmd_ppl, "perplexity of a text through a KV-cache scheme (llama.cpp windows)"},
     {"kl", cmd_kl, "teacher-forced KL of KV-cache schemes vs an unquantized cache"},
+    {"quantize", cmd_quantize, "weights: rotation fold + GGUF block types (streaming)"},
     {"kv-bench", cmd_kv_bench, "KV codec throughput and round-trip quality per scheme and ISA"},
     {"version", cmd_version, "library version, CPU kernels in use, CUDA devices"},
 };
