@@ -49,23 +49,23 @@ for step in "$@"; do
         grep -c "warning" $w/build.log | sed 's/^/build warnings: /'
         ;;
     test)
-        timeout 300 $B/test_cuda_kv > $w/test_cuda_kv.log 2>&1; echo "test_cuda_kv rc=$?"; tail -1 $w/test_cuda_kv.log
+        timeout 300 $B/tests/test_cuda_kv > $w/test_cuda_kv.log 2>&1; echo "test_cuda_kv rc=$?"; tail -1 $w/test_cuda_kv.log
         echo "worst rel err: $(grep 'max rel' $w/test_cuda_kv.log | awk '{print $NF}' | sort -g | tail -1)"
-        timeout 200 $B/test_cuda_kv --merge kernel --quick > $w/test_cuda_kv_kernel.log 2>&1
+        timeout 200 $B/tests/test_cuda_kv --merge kernel --quick > $w/test_cuda_kv_kernel.log 2>&1
         echo "test_cuda_kv --merge kernel --quick rc=$?"; tail -1 $w/test_cuda_kv_kernel.log
-        timeout 60 $B/test_cuda_api; echo "test_cuda_api rc=$?"
-        timeout 300 $B/test_cuda_fwd > $w/test_cuda_fwd.log 2>&1; echo "test_cuda_fwd rc=$? (77 = skipped)"
+        timeout 60 $B/tests/test_cuda_api; echo "test_cuda_api rc=$?"
+        timeout 300 $B/tests/test_cuda_fwd > $w/test_cuda_fwd.log 2>&1; echo "test_cuda_fwd rc=$? (77 = skipped)"
         tail -12 $w/test_cuda_fwd.log
         (cd $B && timeout 100 ctest -L cuda -E test_cuda_kv --output-on-failure | tail -4)
         pack
         ;;
     sanitize)
-        for m in auto kernel; do
-            timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_kv --quick --merge $m \
-                > $w/memcheck_$m.log 2>&1; echo "memcheck --merge $m rc=$?"; tail -2 $w/memcheck_$m.log
+        timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_kv --quick \
+            > $w/memcheck.log 2>&1; echo "memcheck (every merge path) rc=$?"; tail -2 $w/memcheck.log
+        for m in ${RACE_MERGES:-cluster fused}; do
+            timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests/test_cuda_kv --quick --merge $m \
+                > $w/racecheck_$m.log 2>&1; echo "racecheck --merge $m rc=$?"; tail -2 $w/racecheck_$m.log
         done
-        timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kv --quick > $w/racecheck.log 2>&1
-        echo "racecheck rc=$?"; tail -2 $w/racecheck.log
         pack
         ;;
     sweep)
