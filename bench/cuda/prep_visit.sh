@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # prep_visit.sh [REV] -- on the dev machine: stage REV (default HEAD) of this repository for a GPU
 # visit in /work/main/.gpu (the device tool sends /work/main's tree; .gpu is git-excluded there and
-# named in the tool's carry list), with .deps/ = json-c, pcre2 and zlib (tests) headers and static libraries for
+# named in the tool's carry list), with .deps/ = json-c, pcre2, zlib (tests) and xxhash (header-only; the image has an older one) headers and static libraries for
 # the CMake build on the GPU image (which has no -dev packages; CMakeLists.txt finds them through
 # CMAKE_PREFIX_PATH). MODEL_PART=aa|ab also copies that half of the SmolLM2 model (split -b 47M:
 # models/ does not fit the 64 MiB a call may carry), for the two-call `fwd` visits.
@@ -14,7 +14,8 @@ rm -rf "$dst"
 mkdir -p "$dst/.deps/include" "$dst/.deps/lib"
 git archive "$rev" | tar -x -C "$dst"
 git rev-parse --short "$rev" > "$dst/.commit"
-cp -r /usr/include/json-c /usr/include/pcre2.h /usr/include/zlib.h /usr/include/zconf.h "$dst/.deps/include/"
+cp -r /usr/include/json-c /usr/include/pcre2.h /usr/include/zlib.h /usr/include/zconf.h \
+    /usr/include/xxhash.h "$dst/.deps/include/"
 cp /usr/lib/x86_64-linux-gnu/lib{json-c,pcre2-8,z}.a "$dst/.deps/lib/"
 if [ -n "${MODEL_PART:-}" ]; then
     mkdir -p "$dst/models"
