@@ -28,7 +28,7 @@ el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 echo "== $(date -u) steps: $* host=$(hostname) commit=$(cat .commit 2>/dev/null)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | head -3
 nvcc --version | tail -1
-B=build/gpu
+B=${BUILD:-build/gpu} # BUILD=/tmp/...: outside .gpu, which each call replaces (two calls to a warm machine)
 TQ=$B/tq
 deps=()
 [ -d .deps ] && deps=(-DCMAKE_PREFIX_PATH="$PWD/.deps")

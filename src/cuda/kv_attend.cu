@@ -91,9 +91,14 @@ namespace {
 #define TQC_NSTAGE_HALF 3
 #endif
 constexpr int NW = 4; // warps per block
-// MERGE_AUTO picks the cluster merge where it applies (1) or always the L2 merge (0).
+// MERGE_AUTO picks the cluster merge where it pays (1) or always the L2 merge (0).
 #ifndef TQC_AUTO_CLUSTER
 #define TQC_AUTO_CLUSTER 1
+#endif
+// Automatic split planning: about one split per this many tokens of a (batch, kv head), between
+// one block per SM and one full wave of resident blocks.
+#ifndef TQC_SPLIT_TOKENS
+#define TQC_SPLIT_TOKENS 4096
 #endif
 
 constexpr int RED_UNROLL = TQC_RED_UNROLL; // (#pragma unroll does not expand macros)
@@ -1400,21 +1405,27 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
     const int n_rb = n_rb_of(R);
     const int64_t units = (int64_t)batch * n_kv_heads * n_rb;
     int64_t ns = n_splits_req;
-    if (ns <= 0) {
-        // One full wave: resident blocks per SM x SMs, divided over (batch, kv head, row block);
-        // at least NW tiles per block.
-        static std::atomic<int> sms_cache{0};
-        int sms = sms_cache.load();
-        if (!sms) {
-            if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1) {
-                cudaGetLastError();
-                sms = 132;
-            }
-            sms_cache.store(sms);
+    static std::atomic<int> sms_cache{0};
+    int sms = sms_cache.load();
+    if (!sms) {
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1) {
+            cudaGetLastError();
+            sms = 132;
         }
+        sms_cache.store(sms);
+    }
+    if (ns <= 0) {
+        // One split per TQC_SPLIT_TOKENS tokens, between one block per SM and one full wave
+        // (resident blocks per SM x SMs), divided over (batch, kv head, row block); at least NW
+        // tiles per block. Measured (H200, split sweep of issue 16 visit v1): at batch 1 one block
+        // per SM (16 splits of 8 kv heads) beats the full wave (33-49 splits) up to 32k (bf16 32k
+        // 42.9 vs 47.5 us, k8v3 4k 14.2 vs 15.6), at 128k 32 splits win; at batch 8 the wave
+        // (4-6 splits) or 2 splits are within 2%.
         const int ds = dslot(g->d);
         const int64_t slots = (int64_t)sms * (e && ds >= 0 ? e->occ[ds]() : 2);
-        ns = slots / units;
+        const int64_t lo = sms / units > 1 ? sms / units : 1, hi = slots / units > lo ? slots / units : lo;
+        ns = (len + TQC_SPLIT_TOKENS - 1) / TQC_SPLIT_TOKENS;
+        ns = ns < lo ? lo : ns > hi ? hi : ns;
         const int64_t max_ns = (len + (int64_t)tt * NW - 1) / ((int64_t)tt * NW);
         if (ns > max_ns)
             ns = max_ns;
@@ -1433,11 +1444,14 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
         ns = (len + chunk - 1) / chunk;
     }
     *n_splits = (int)ns;
-    // the merge: a cluster of the unit's splits where the device holds one that large (AUTO:
-    // TQC_AUTO_CLUSTER), else the last block through L2; KERNEL only on request
+    // the merge: a cluster of the unit's splits where the device holds one that large, else the
+    // last block through L2; KERNEL only on request. AUTO takes the cluster only for <= 8 splits
+    // in at most one block per SM: clusters cost occupancy (GPC-granular placement, blocks held
+    // until block 0 has merged), measured in visit v1: k8v3 batch 8 / 128k 648 us in clusters of
+    // 4 vs 431 through L2, but batch 1 / 1k 11.5 vs 12.2 us, k4v3 12.4 vs 13.6.
     const int ds = dslot(g->d);
-    const int mc = e && ds >= 0 && (merge_req == TQ_CUDA_MERGE_CLUSTER || (merge_req == TQ_CUDA_MERGE_AUTO &&
-                                                                        TQC_AUTO_CLUSTER)) ? e->mc[ds]() : 0;
+    const bool auto_cl = merge_req == TQ_CUDA_MERGE_AUTO && TQC_AUTO_CLUSTER && ns <= 8 && ns * units <= sms;
+    const int mc = e && ds >= 0 && (merge_req == TQ_CUDA_MERGE_CLUSTER || auto_cl) ? e->mc[ds]() : 0;
     if (merge_req == TQ_CUDA_MERGE_AUTO || merge_req == TQ_CUDA_MERGE_CLUSTER)
         *merge = ns <= mc ? TQ_CUDA_MERGE_CLUSTER : TQ_CUDA_MERGE_FUSED;
     else
