@@ -5,14 +5,17 @@
 # the CMake build on the GPU image (which has no -dev packages; CMakeLists.txt finds them through
 # CMAKE_PREFIX_PATH). MODEL_PART=aa|ab also copies that half of the SmolLM2 model (split -b 47M:
 # models/ does not fit the 64 MiB a call may carry), for the two-call `fwd` visits.
-# Then: run(command="cd .gpu && bash bench/cuda/gpu_visit.sh build test ...", carry=[".gpu"]).
+# Then: run(command="cd .gpu && tar xzf src.tgz && bash bench/cuda/gpu_visit.sh build test ...",
+# carry=[".gpu"]).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rev=${1:-HEAD}
 dst=${GPU_STAGE:-/work/main/.gpu}
 rm -rf "$dst"
 mkdir -p "$dst/.deps/include" "$dst/.deps/lib"
-git archive "$rev" | tar -x -C "$dst"
+# the tree as a compressed archive (the device tool carries at most 64 MiB with /work/main's own
+# tree; with a model half that matters): the command on the GPU starts with `tar xzf src.tgz`
+git archive --format=tar.gz -o "$dst/src.tgz" "$rev"
 git rev-parse --short "$rev" > "$dst/.commit"
 cp -r /usr/include/json-c /usr/include/pcre2.h /usr/include/zlib.h /usr/include/zconf.h \
     /usr/include/xxhash.h "$dst/.deps/include/"
