@@ -1423,7 +1423,13 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
         // (4-6 splits) or 2 splits are within 2%.
         const int ds = dslot(g->d);
         const int64_t slots = (int64_t)sms * (e && ds >= 0 ? e->occ[ds]() : 2);
-        const int64_t lo = sms / units > 1 ? sms / units : 1, hi = slots / units > lo ? slots / units : lo;
+        // turbo 4-bit K at head_dim 256 is issue-bound (twice the unpack work per token): it needs
+        // the full wave's warps (v2: B1 64k 115 us with 16 splits vs 80 with 33)
+        const bool wave = g->fam == TQC_TURBO && g->kb == 4 && g->d == 256;
+        int64_t lo = sms / units > 1 ? sms / units : 1;
+        const int64_t hi = slots / units > lo ? slots / units : lo;
+        if (wave)
+            lo = hi;
         ns = (len + TQC_SPLIT_TOKENS - 1) / TQC_SPLIT_TOKENS;
         ns = ns < lo ? lo : ns > hi ? hi : ns;
         const int64_t max_ns = (len + (int64_t)tt * NW - 1) / ((int64_t)tt * NW);
