@@ -1,5 +1,6 @@
 /* eval_cli.c -- shared parts of `tq ppl` and `tq kl` (eval_cli.h). */
 #include "eval_cli.h"
+#include "model_opts.h"
 
 #include <errno.h>
 #include <time.h>
@@ -72,6 +73,7 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
     }
     fclose(f);
     tq_model_opts_default(&mo);
+    cli_model_env(&mo);
     mo.n_threads = threads;
     if ((st = tq_model_load(model, &mo, m))) {
         free(buf);

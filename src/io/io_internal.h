@@ -39,12 +39,9 @@ tq_status tq_st_read_tensor(const tq_st *st, int64_t i, size_t off, void *dst, s
 tq_status tq_gguf_check(const tq_gguf *g);
 tq_status tq_st_check_tensor(const tq_st *st, int64_t i);
 
-/* Dequantization kernels: n elements (multiple of the block) from src into dst. */
-typedef void (*tq_dequant_fn)(const void *src, float *dst, int64_t n);
-
-/* tq_dequant_kernel() -- kernel for (isa, type) or NULL when that level has none. */
-tq_dequant_fn tq_dequant_kernel_scalar(int type);
-tq_dequant_fn tq_dequant_kernel_avx2(int type);
+/* tq_ggml_unsupported() -- TQ_E_UNSUPPORTED naming the file, the tensor, its type and the
+ * supported list (from the format table). */
+tq_status tq_ggml_unsupported(const char *file, const char *tensor, int type);
 
 /* tq_path_join() -- "dir/name" in a new allocation (NULL on OOM). */
 char *tq_path_join(const char *dir, const char *name);
