@@ -37,6 +37,10 @@ tq_status tq_map_check(const tq_map *m);
 tq_status tq_gguf_read_tensor(const tq_gguf *g, int64_t i, size_t off, void *dst, size_t n);
 tq_status tq_st_read_tensor(const tq_st *st, int64_t i, size_t off, void *dst, size_t n);
 tq_status tq_gguf_check(const tq_gguf *g);
+/* tq_gguf_kv_raw() -- the serialized bytes of metadata value i exactly as in the file (after the
+ * u32 value type: a scalar, a string's u64 length + bytes, or an array's element type, length and
+ * elements), for copying a pair verbatim (the GGUF writer). Valid while g lives. */
+tq_status tq_gguf_kv_raw(const tq_gguf *g, int64_t i, const uint8_t **p, size_t *len);
 tq_status tq_st_check_tensor(const tq_st *st, int64_t i);
 
 /* tq_ggml_unsupported() -- TQ_E_UNSUPPORTED naming the file, the tensor, its type and the
