@@ -3,7 +3,7 @@
  * bytes per token. Medians of --runs repetitions. scripts/llamacpp/bench.py runs it next to
  * llama.cpp and prints the ratios. */
 #include "cmd_generate.h"
-#include "model_opts.h"
+#include "env_opts.h"
 
 #include <time.h>
 
@@ -143,6 +143,7 @@ int cmd_bench(int argc, char **argv)
         goto out;
     }
     tq_session_opts_default(&so);
+    cli_env_session(&so);
     if ((st = tq_kv_scheme_parse(a.kv, &so.kv))) {
         rc = cli_error(cmd, st, "--kv '%s'", a.kv);
         goto out;

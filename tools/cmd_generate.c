@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "cmd_generate.h"
-#include "model_opts.h"
+#include "env_opts.h"
 
 void gen_args_default(gen_args *a)
 {
@@ -204,6 +204,7 @@ int gen_open(const char *cmd, gen_args *a, gen_ctx *g)
         goto fail;
     }
     tq_session_opts_default(&so);
+    cli_env_session(&so);
     if ((st = tq_kv_scheme_parse(a->kv, &so.kv))) {
         cli_error(cmd, st, "--kv '%s'", a->kv);
         fprintf(stderr, "%s\n", tq_kv_schemes_help());

@@ -1,6 +1,6 @@
 /* eval_cli.c -- shared parts of `tq ppl` and `tq kl` (eval_cli.h). */
 #include "eval_cli.h"
-#include "model_opts.h"
+#include "env_opts.h"
 
 #include <errno.h>
 #include <time.h>

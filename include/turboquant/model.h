@@ -85,11 +85,22 @@ typedef struct tq_model_info {
 TQ_API tq_status tq_model_get_info(const tq_model *model, tq_model_info *out);
 
 /* Options for tq_session_create(). Fill with tq_session_opts_default() first. */
+/* Attention path of a turbo KV cache: the fused kernel over the packed bytes (default) or the
+ * dequantize-window reference, which gives the same floats (both round once after double
+ * softmax and value sums); BOTH runs the fused kernel and keeps the reference's scratch so that
+ * tests can compare the two on one cache. Pinned values. */
+typedef enum tq_turbo_attn {
+    TQ_TURBO_ATTN_FUSED = 0,
+    TQ_TURBO_ATTN_REF = 1,
+    TQ_TURBO_ATTN_BOTH = 2
+} tq_turbo_attn;
+
 typedef struct tq_session_opts {
     tq_kv_scheme kv;  /* cache scheme: f32, f16, bf16, kv8, kv4, turbo[...]; default bf16 */
     int n_ctx;        /* capacity in tokens; 0 = the model's max_ctx (default 0)         */
     int n_batch;      /* tokens per forward chunk in prefill (buffers are sized for it);
                        * 0 = 256 (default). Longer evals are split into chunks.         */
+    tq_turbo_attn turbo_attn; /* turbo caches only (default TQ_TURBO_ATTN_FUSED)         */
 } tq_session_opts;
 
 /* tq_session_opts_default() -- bf16 cache, n_ctx = model max, n_batch = 256. */

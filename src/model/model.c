@@ -484,7 +484,7 @@ tq_status tq_session_create(tq_model *m, const tq_session_opts *opts, tq_session
                                      c->head_dim, n_ctx, m->attn_scale, tq_pool_size(m->pool),
                                      plain, &s->kv);
         tq_free(plain);
-        if (st)
+        if (st || (st = tq_kvc_turbo_set_attn(s->kv, opts->turbo_attn)))
             goto fail;
     } else if ((st = tq_kvcache_create(opts->kv, c->n_layers, c->n_heads, c->n_kv_heads,
                                        c->head_dim, n_ctx, m->attn_scale, tq_pool_size(m->pool),
