@@ -129,6 +129,21 @@ TQ_API tq_status tq_session_eval(tq_session *s, const int32_t *tokens, int64_t n
 TQ_API tq_status tq_session_eval_all(tq_session *s, const int32_t *tokens, int64_t n,
                                      float *logits, int64_t logits_count);
 
+/* tq_batch_eval() -- evaluate several sessions of one model in ONE forward pass: append
+ * tokens[i][0..n[i]) to ss[i] for each of the n_seq sequences (a decode step is n[i] = 1; a
+ * prompt chunk may ride along) and write the logits of each one's last token to row i of
+ * logits ((n_seq, vocab_size) floats; NULL skips the output layer). Every weight matrix is
+ * read once for all the rows instead of once per session. Batch-invariant: row i is
+ * bit-identical to what tq_session_eval(ss[i], tokens[i], n[i], ...) gives alone. The sum of
+ * n[i] must fit the first session's n_batch (tq_session_opts), n_seq <= TQ_BATCH_MAX, the
+ * sessions distinct. Never allocates; threads as tq_session_eval. Errors: TQ_E_ARG (NULL, a
+ * session twice or of another model, a token id outside the vocabulary, too many rows),
+ * TQ_E_OVERFLOW (a session's context cannot take its tokens); on any error nothing is
+ * appended to any session. */
+#define TQ_BATCH_MAX 256
+TQ_API tq_status tq_batch_eval(tq_session *const *ss, const int32_t *const *tokens,
+                               const int64_t *n, int n_seq, float *logits);
+
 /* tq_session_n_past() -- tokens currently in the cache. tq_session_n_ctx() -- its capacity. */
 TQ_API int64_t tq_session_n_past(const tq_session *s);
 TQ_API int64_t tq_session_n_ctx(const tq_session *s);

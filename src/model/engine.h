@@ -94,4 +94,20 @@ struct tq_session {
  * advance n_past. No allocation. */
 tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits, int all_logits);
 
+/* One sequence of a batched forward: n tokens of session s at positions [s->n_past, + n). */
+typedef struct tq_fwd_seq {
+    tq_session *s;
+    const int32_t *tokens;
+    int n;
+} tq_fwd_seq;
+
+/* tq_forward_batch() -- tq_forward() over several sessions of the same model at once: every
+ * matmul runs over all their tokens (sum of n <= s->rs.nb rows; s's run state is the work
+ * space, s need not be one of them), RoPE, cache append and attention per sequence. logits
+ * gets the rows of tq_forward() for each sequence in order: its last token, or every token with
+ * all_logits. Each sequence's logits equal those of its own tq_forward() call (the kernels are
+ * batch-invariant). Does not advance n_past. No allocation. */
+tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, float *logits,
+                           int all_logits);
+
 #endif /* TQ_ENGINE_H */

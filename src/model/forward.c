@@ -113,6 +113,16 @@ static void add_bias(float *y, const float *b, int n, int width)
 
 tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits, int all_logits)
 {
+    const tq_fwd_seq one = {s, tokens, n};
+    return tq_forward_batch(s, &one, 1, logits, all_logits);
+}
+
+/* Rows of every matmul are the tokens of all sequences, one after the other; RoPE positions,
+ * the cache append and attention are per sequence. A row's result does not depend on the other
+ * rows (the kernels are batch-invariant), so each sequence gets the logits it would get alone. */
+tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, float *logits,
+                           int all_logits)
+{
     tq_model *m = s->m;
     const tq_model_config *p = &m->cfg;
     tq_run_state *r = &s->rs;
@@ -120,10 +130,11 @@ tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits,
     const int qd = nh * hd, kvd = nkv * hd, ffn = p->ffn_hidden, rd = p->rope_dim;
     const float eps = p->rms_eps;
     const int p1 = p->norm_plus_one;
-    const int64_t pos0 = s->n_past;
+    int n = 0;
 
-    for (int t = 0; t < n; t++)
-        embed_row(m, tokens[t], r->x + (size_t)t * dim);
+    for (int j = 0; j < n_seq; n += seq[j++].n)
+        for (int t = 0; t < seq[j].n; t++)
+            embed_row(m, seq[j].tokens[t], r->x + (size_t)(n + t) * dim);
 
     for (int il = 0; il < p->n_layers; il++) {
         const tq_layer_weights *w = &m->layers[il];
@@ -141,7 +152,8 @@ tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits,
             add_bias(r->k, w->bk, n, kvd);
             add_bias(r->v, w->bv, n, kvd);
         }
-        for (int t = 0; t < n; t++) {
+        for (int j = 0, t = 0; j < n_seq; j++)
+        for (int64_t pos = seq[j].s->n_past; pos < seq[j].s->n_past + seq[j].n; pos++, t++) {
             float *q = r->q + (size_t)t * qd, *k = r->k + (size_t)t * kvd;
             if (w->q_norm) {
                 for (int h = 0; h < nh; h++)
@@ -150,14 +162,20 @@ tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits,
                     rmsnorm(k + h * hd, k + h * hd, w->k_norm, hd, eps, p1);
             }
             float *cs = r->cos_sin + (size_t)t * rd;
-            rope_table(inv_freq, rd, pos0 + t, cs);
+            rope_table(inv_freq, rd, pos, cs);
             rope(q, nh, hd, rd, cs);
             rope(k, nkv, hd, rd, cs);
         }
-        tq_status st = s->kv->ops->append(s->kv, il, pos0, r->k, r->v, n);
-        if (st)
-            return st;
-        s->kv->ops->attend(s->kv, il, r->q, n, pos0, r->att, m->pool);
+        for (int j = 0, t = 0; j < n_seq; t += seq[j++].n) {
+            tq_kvcache *kv = seq[j].s->kv;
+            const int64_t pos0 = seq[j].s->n_past;
+            tq_status st = kv->ops->append(kv, il, pos0, r->k + (size_t)t * kvd,
+                                           r->v + (size_t)t * kvd, seq[j].n);
+            if (st)
+                return st;
+            kv->ops->attend(kv, il, r->q + (size_t)t * qd, seq[j].n, pos0,
+                            r->att + (size_t)t * qd, m->pool);
+        }
         matmul(s, w->wo, dim, qd, r->att, n, r->xn, dim);
         for (int t = 0; t < n; t++) {
             float *o = r->xn + (size_t)t * dim, *x = r->x + (size_t)t * dim;
@@ -189,12 +207,12 @@ tq_status tq_forward(tq_session *s, const int32_t *tokens, int n, float *logits,
         }
     }
 
-    if (logits) {
-        const int t0 = all_logits ? 0 : n - 1;
-        const int nt = n - t0;
-        for (int t = t0; t < n; t++)
-            rmsnorm(r->xn + (size_t)(t - t0) * dim, r->x + (size_t)t * dim, m->final_norm, dim,
-                    eps, p1);
+    if (logits) { /* every row, or the last row of each sequence */
+        int nt = 0;
+        for (int j = 0, t = 0; j < n_seq; t += seq[j++].n)
+            for (int i = all_logits ? 0 : seq[j].n - 1; i < seq[j].n; i++, nt++)
+                rmsnorm(r->xn + (size_t)nt * dim, r->x + (size_t)(t + i) * dim, m->final_norm,
+                        dim, eps, p1);
         matmul(s, m->lm_head, p->vocab, dim, r->xn, nt, logits, p->vocab);
         if (p->final_logit_softcap > 0.0f) {
             const float c = p->final_logit_softcap;

@@ -596,6 +596,47 @@ tq_status tq_session_eval_all(tq_session *s, const int32_t *tokens, int64_t n, f
     return eval(s, tokens, n, logits, logits_count, 1);
 }
 
+tq_status tq_batch_eval(tq_session *const *ss, const int32_t *const *tokens, const int64_t *n,
+                        int n_seq, float *logits)
+{
+    tq_fwd_seq seq[TQ_BATCH_MAX];
+    int64_t rows = 0;
+    if (!ss || !tokens || !n || n_seq < 1 || n_seq > TQ_BATCH_MAX || !ss[0])
+        return TQ_FAIL(TQ_E_ARG, "tq_batch_eval: need 1..%d sessions, their tokens and counts "
+                                 "(n_seq = %d)", TQ_BATCH_MAX, n_seq);
+    const tq_model *m = ss[0]->m;
+    const int vocab = m->cfg.vocab;
+    for (int i = 0; i < n_seq; i++) {
+        if (!ss[i] || ss[i]->m != m || !tokens[i] || n[i] < 1)
+            return TQ_FAIL(TQ_E_ARG, "tq_batch_eval: sequence %d: needs a session of the same "
+                                     "model as sequence 0 and n >= 1 tokens", i);
+        for (int j = 0; j < i; j++)
+            if (ss[j] == ss[i])
+                return TQ_FAIL(TQ_E_ARG, "tq_batch_eval: sequences %d and %d are the same "
+                                         "session", j, i);
+        for (int64_t t = 0; t < n[i]; t++)
+            if (tokens[i][t] < 0 || tokens[i][t] >= vocab)
+                return TQ_FAIL(TQ_E_ARG, "tq_batch_eval: sequence %d, token %lld has id %d, "
+                                         "outside the vocabulary [0, %d)", i, (long long)t,
+                               tokens[i][t], vocab);
+        if (n[i] > ss[i]->n_ctx - ss[i]->n_past)
+            return TQ_FAIL(TQ_E_OVERFLOW, "tq_batch_eval: sequence %d: %lld tokens in the cache "
+                                          "+ %lld new > n_ctx %lld; nothing was evaluated", i,
+                           (long long)ss[i]->n_past, (long long)n[i], (long long)ss[i]->n_ctx);
+        rows += n[i];
+        seq[i] = (tq_fwd_seq){ss[i], tokens[i], (int)n[i]};
+    }
+    if (rows > ss[0]->rs.nb)
+        return TQ_FAIL(TQ_E_ARG, "tq_batch_eval: %lld tokens in all, more than the first "
+                                 "session's n_batch %d", (long long)rows, ss[0]->rs.nb);
+    tq_status st = tq_forward_batch(ss[0], seq, n_seq, logits, 0);
+    if (st)
+        return st;
+    for (int i = 0; i < n_seq; i++)
+        ss[i]->n_past += n[i];
+    return TQ_OK;
+}
+
 int64_t tq_session_n_past(const tq_session *s)
 {
     return s ? s->n_past : 0;
