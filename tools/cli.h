@@ -30,6 +30,7 @@ int cmd_kv_bench_cuda(int argc, char **argv); /* tq kv-bench --cuda (tools/cmd_k
 int cmd_bench_cuda(int argc, char **argv);    /* tq bench --cuda (tools/cmd_bench_cuda.c)       */
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
+int cmd_teacher(int argc, char **argv); /* tq teacher (tools/cmd_teacher.c) */
 /* prompt_cache() -- --load/--save-prompt-cache of tq generate (tools/prompt_cache.c): on return
  * the session holds ids[0..*skip), *n_eval of them evaluated here (for the save) in *eval_s
  * seconds, the rest restored from the loaded cache; 0 or an exit code (message printed). */

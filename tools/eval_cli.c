@@ -17,7 +17,19 @@ int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e)
         return cli_long(cmd, a, v, 4, EVAL_MAX_CTX, &e->ctx) ? -1 : 1;
     else if (!strcmp(a, "--chunks"))
         return cli_long(cmd, a, v, 0, INT32_MAX, &e->chunks) ? -1 : 1;
-    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+    else if (!strcmp(a, "--weights")) {
+        if (!strcmp(v, "bf16"))
+            e->weights = 1 + TQ_DTYPE_BF16;
+        else if (!strcmp(v, "f16"))
+            e->weights = 1 + TQ_DTYPE_F16;
+        else if (!strcmp(v, "f32"))
+            e->weights = 1 + TQ_DTYPE_F32;
+        else {
+            fprintf(stderr, "tq %s: --weights '%s' is not a weight type (choose bf16, f16 or "
+                            "f32)\n", cmd, v);
+            return -1;
+        }
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         int t = 0;
         if (cli_threads(cmd, a, v, 0, &t))
             return -1;
@@ -47,6 +59,26 @@ void eval_progress(void *user, int64_t done, int64_t total)
 int eval_open(const char *cmd, const char *model, const char *text, int threads,
               tq_model **m, int32_t **tokens, int64_t *n_tokens, int32_t *bos)
 {
+    const eval_args e = {.model = model, .text = text, .threads = threads};
+    return eval_open_ex(cmd, &e, m, tokens, n_tokens, bos, NULL, NULL);
+}
+
+int eval_tokenizer_fp(const char *cmd, const char *model, uint64_t *fp)
+{
+    tq_tokenizer *tok = NULL;
+    const tq_status st = tq_tokenizer_load(model, &tok);
+    if (st)
+        return cli_error(cmd, st, "cannot load the tokenizer of '%s'", model);
+    *fp = tq_tokenizer_fingerprint(tok);
+    tq_tokenizer_free(tok);
+    return 0;
+}
+
+int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **tokens,
+                 int64_t *n_tokens, int32_t *bos, uint64_t *text_hash, uint64_t *tok_fp)
+{
+    const char *model = e->model, *text = e->text;
+    const int threads = (int)e->threads;
     tq_model_opts mo;
     tq_tokenizer *tok = NULL;
     tq_status st;
@@ -73,6 +105,8 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
     fclose(f);
     tq_model_opts_default(&mo);
     mo.n_threads = threads;
+    if (e->weights)
+        mo.weight_type = (tq_dtype)(e->weights - 1);
     if ((st = tq_model_load(model, &mo, m))) {
         free(buf);
         return cli_error(cmd, st, "cannot load model '%s'", model);
@@ -95,6 +129,10 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
         return cli_error(cmd, st, "cannot tokenize '%s'", text);
     }
     *bos = tq_tokenizer_add_bos(tok) ? tq_tokenizer_bos(tok) : -1;
+    if (text_hash)
+        *text_hash = tq_text_hash(buf, (size_t)len);
+    if (tok_fp)
+        *tok_fp = tq_tokenizer_fingerprint(tok);
     tq_tokenizer_free(tok);
     free(buf);
     return 0;

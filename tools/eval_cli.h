@@ -9,10 +9,11 @@
 #define EVAL_MAX_CTX (1 << 20) /* the longest --ctx window (an even number from 4) */
 
 /* The flags both commands take: -m/--model, -f/--file, --json, --ctx/-c, --chunks,
- * -t/--threads. */
+ * -t/--threads, --weights bf16|f16|f32 (in-memory weights; 0 = the library default, bf16). */
 typedef struct eval_args {
     const char *model, *text, *json;
     long ctx, chunks, threads;
+    int weights; /* 1 + tq_dtype of --weights; 0 = not given (the library default) */
 } eval_args;
 
 /* eval_flag() -- take flag a with value v if it is a common one: 1 taken, 0 not a common flag,
@@ -24,6 +25,22 @@ int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e);
  * tokenizer adds one, else -1. 0 or an exit code (message printed). */
 int eval_open(const char *cmd, const char *model, const char *text, int threads, tq_model **m,
               int32_t **tokens, int64_t *n_tokens, int32_t *bos);
+
+/* eval_open_ex() -- eval_open() with e's model, text, threads and weights; *text_hash and
+ * *tok_fp (may be NULL) receive tq_text_hash() of the text file and tq_tokenizer_fingerprint()
+ * of the model's tokenizer (what a teacher dump records). */
+int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **tokens,
+                 int64_t *n_tokens, int32_t *bos, uint64_t *text_hash, uint64_t *tok_fp);
+
+/* eval_tokenizer_fp() -- load only the tokenizer of model and fingerprint it. 0 or an exit code
+ * (message printed). */
+int eval_tokenizer_fp(const char *cmd, const char *model, uint64_t *fp);
+
+/* teacher_kl() -- `tq kl --teacher-dump DUMP` (tools/cmd_teacher.c): load e->model (and, when
+ * e->text is given, check that the dump was made from that text), score schemes sch[0..ns)
+ * against the dump, print the table (and e->json). 0 or an exit code. */
+int teacher_kl(const char *cmd, const eval_args *e, const char *dump, const tq_kv_scheme *sch,
+               int ns);
 
 /* A tq_eval_progress_fn printing "window i/n, elapsed, left" to stderr. */
 typedef struct eval_prog {
