@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""gen_kv_tables.py -- generate src/kv/kv_tables.c from the TurboQuant constants JSON.
+"""gen_kv_tables.py -- generate src/common/kv_tables.c from the TurboQuant constants JSON.
 
 Usage:  python3 scripts/gen_kv_tables.py [JSON] [OUT]
-        (defaults: ../shared/reference/turboquant-constants.json, src/kv/kv_tables.c)
+        (defaults: ../shared/reference/turboquant-constants.json, src/common/kv_tables.c)
 
 Every float is written as a C99 hexadecimal float literal, so the C tables hold exactly the
 float32 values of the JSON (which are themselves float32 values written as shortest decimals).
@@ -19,7 +19,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEF_JSON = os.path.normpath(os.path.join(ROOT, "..", "shared", "reference", "turboquant-constants.json"))
-DEF_OUT = os.path.join(ROOT, "src", "kv", "kv_tables.c")
+DEF_OUT = os.path.join(ROOT, "src", "common", "kv_tables.c")
 
 
 def f32(x):
@@ -75,9 +75,9 @@ def main():
  *                 @ {j['lloyd_max']['2']['source']['commit']} (capture of vllm-metal's runtime Lloyd-Max)
  *   FWHT scale: {j['fwht_scale']['source']['repo']} {j['fwht_scale']['source']['path']}
  * Values are exact float32, written as C99 hex floats. Regenerate with:
- *   python3 scripts/gen_kv_tables.py ../shared/reference/turboquant-constants.json src/kv/kv_tables.c
+ *   python3 scripts/gen_kv_tables.py ../shared/reference/turboquant-constants.json src/common/kv_tables.c
  */
-#include "kv/kv_internal.h"
+#include "common/kv_codec.h"
 
 const float tq_kv_eps = {chex(e)}; /* python 1e-8 as float32, bits 0x{ebits:08x} */
 """)

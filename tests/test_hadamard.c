@@ -5,7 +5,7 @@
  * (-1)^popcount((r%M) & (i%M)) on basis vectors at small n (H H^T = I to 1e-6) and on sampled
  * rows at every supported n up to 16384, norm preservation and the inverse at every supported n
  * up to 16384, and the power-of-two path bit for bit against the KV codec's FWHT
- * (src/kv/kv_ref.c: tq_kv_fwht, tq_kv_rotate_ref, tq_kv_unrotate_ref, tq_kv_unrotate_f64). */
+ * (src/common/kv_ref.c: tq_kv_fwht, tq_kv_rotate_ref, tq_kv_unrotate_ref, tq_kv_unrotate_f64). */
 #include "common/hadamard.h"
 #include "core/core.h"
 #include "core/rng.h"

@@ -18,6 +18,7 @@ static int cmd_version(int argc, char **argv);
 static const command commands[] = {
     {"generate", cmd_generate, "continue a prompt with a model, streaming the text"},
     {"chat", cmd_chat, "interactive chat with an instruct model (its chat template)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, streaming)"},
     {"bench", cmd_bench, "engine speed: prefill and decode tok/s, peak memory"},
     {"inspect", cmd_inspect, "model file: architecture, tokenizer, metadata, tensor table (--json)"},
     {"tokenize", cmd_tokenize, "text -> token ids with a tokenizer.json or GGUF vocabulary"},

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""gen_nfc.py -- Unicode tables for NFC normalization (src/model/tok_nfc_data.h).
+"""gen_nfc.py -- Unicode tables for NFC normalization (src/tok/tok_nfc_data.h).
 
 Facts from Python's unicodedata (Unicode version printed in the header): canonical combining
 classes, full canonical decompositions (Hangul syllables excluded: they are algorithmic), and the
 primary-composite pairs (a, b) -> c that NFC recomposes (composition exclusions, singletons and
 non-starter decompositions left out, found as: NFC(NFD(c)) == c).
-Usage: python3 scripts/tok_ref/gen_nfc.py > src/model/tok_nfc_data.h
+Usage: python3 scripts/tok_ref/gen_nfc.py > src/tok/tok_nfc_data.h
 """
 import sys
 import unicodedata as ud

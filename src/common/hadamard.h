@@ -37,7 +37,7 @@
  *   inverse (TQ_HADAMARD_INVERSE), x = diag(signs) * scale * H^T * y: steps 2, 3 with H_K^T
  *     (H_K[t][r]), 4, then 1 — the exact inverse of the forward up to rounding.
  *   scale = (float)(1 / sqrt((double)n)) (= tq_hadamard_scale(n)).
- * For a power of two (K = 1) this is the KV codec's order (src/kv/kv_ref.c): forward with signs =
+ * For a power of two (K = 1) this is the KV codec's order (src/common/kv_ref.c): forward with signs =
  * tq_kv_rotate_ref, inverse with signs = tq_kv_unrotate_ref, no signs = tq_kv_fwht; the f64
  * inverse with TQ_HADAMARD_SCALE_F32 = tq_kv_unrotate_f64 (tests/test_hadamard.c checks all
  * four bit for bit). The normalized transform is orthonormal; without signs and for K = 1 it is

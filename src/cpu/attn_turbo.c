@@ -1,4 +1,5 @@
-/* attn_turbo.c -- fused attention over a packed TurboQuant KV cache (see model/kvcache_turbo.h).
+/* attn_turbo.c -- fused attention over a packed TurboQuant KV cache (see cpu/attn_turbo.h and
+ * model/kvcache_turbo.h).
  *
  * Work unit = (kv-head g, block of queries, chunk of keys). Per unit, for each block of
  * TQ_TURBO_KB keys:
@@ -23,15 +24,15 @@
  * splits over (kv-head, query block) and runs the chunks one after the other. Both make the
  * same operations per row, so a row's floats do not depend on the call it is in (batch
  * invariance).
- * No allocation: every buffer is the cache's per-thread scratch. */
+ * No allocation: every buffer is the caller's per-thread scratch (tq_attn_turbo_view). */
 #include <math.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "core/half.h"
+#include "common/kv_codec.h"
+#include "cpu/attn_turbo.h"
 #include "cpu/kv_cpu.h"
-#include "kv/kv_internal.h"
-#include "model/kvcache_turbo.h"
 
 /* ---- small kernels: scalar spec ------------------------------------------------------------- */
 
@@ -117,8 +118,7 @@ const tq_attn_kernels *tq_attn_kernels_pick(void)
 /* ---- the fused kernel ---------------------------------------------------------------------- */
 
 typedef struct fjob {
-    tq_kvc_turbo *t;
-    int il;
+    const tq_attn_turbo_view *v;
     const float *q; /* (n_q, n_heads, hd), rotated when rot_k */
     int64_t n_q, pos0;
     float *out;
@@ -161,13 +161,12 @@ static void init_states(double *st, int64_t rows, size_t stride)
 static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t0, int64_t t1,
                      double *st, const tq_turbo_fscratch *fs)
 {
-    const tq_kvc_turbo *t = j->t;
-    const tq_kvcache *c = &t->base;
+    const tq_attn_turbo_view *c = j->v;
     const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
-    const tq_kv_scheme s = t->ls[j->il];
-    const size_t kr = t->k_rb[j->il], vr = t->v_rb[j->il];
-    const uint8_t *K = c->k[j->il] + (size_t)g * (size_t)c->n_ctx * kr;
-    const uint8_t *V = c->v[j->il] + (size_t)g * (size_t)c->n_ctx * vr;
+    const tq_kv_scheme s = c->s;
+    const size_t kr = c->k_rb, vr = c->v_rb;
+    const uint8_t *K = c->k + (size_t)g * (size_t)c->n_ctx * kr;
+    const uint8_t *V = c->v + (size_t)g * (size_t)c->n_ctx * vr;
     const int64_t nqu = i1 - i0, rows = nqu * group;
     const size_t stride = (size_t)hd + 2;
     const float scale = c->scale;
@@ -177,7 +176,7 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
     init_states(st, rows, stride);
     const int64_t t_end = t1 < j->pos0 + i1 ? t1 : j->pos0 + i1; /* last query sees < pos0+i1 */
     /* sliding window: query p sees keys (p - W, p]; the first query's lower bound */
-    const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
+    const int64_t W = c->window > 0 ? c->window : 0;
     if (W && t0 < j->pos0 + i0 - W + 1)
         t0 = (j->pos0 + i0 - W + 1) / TQ_TURBO_KB * TQ_TURBO_KB > t0
                  ? (j->pos0 + i0 - W + 1) / TQ_TURBO_KB * TQ_TURBO_KB
@@ -226,7 +225,7 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
 /* o = acc / l, un-rotated (turbo layers), in double; one rounding to float */
 static void finish_row(const fjob *j, int rotated, const double *S, float *o)
 {
-    const int hd = j->t->base.head_dim;
+    const int hd = j->v->head_dim;
     double x[TQ_KV_MAX_HEAD_DIM];
     for (int d = 0; d < hd; d++)
         x[d] = S[2 + d] / S[1];
@@ -239,20 +238,19 @@ static void finish_row(const fjob *j, int rotated, const double *S, float *o)
 static void fused_task(void *ctx, int ith, int nth)
 {
     const fjob *j = ctx;
-    tq_kvc_turbo *t = j->t;
-    const tq_kvcache *c = &t->base;
+    const tq_attn_turbo_view *c = j->v;
     const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
     tq_turbo_fscratch fs;
-    tq_turbo_fscratch_at(t->fscratch + (size_t)ith * t->fused_bytes, hd, group, &fs);
+    tq_turbo_fscratch_at(c->fscratch + (size_t)ith * c->fused_bytes, hd, group, &fs);
     const size_t stride = (size_t)hd + 2;
-    const int rotated = t->ls[j->il].kind == TQ_KV_TURBO;
+    const int rotated = c->s.kind == TQ_KV_TURBO;
     if (j->chunked) {
         const int64_t n_units = c->n_kv_heads * j->n_ch;
         int64_t u0, u1;
         tq_split_range(n_units, ith, nth, &u0, &u1);
         for (int64_t u = u0; u < u1; u++) {
             const int64_t g = u / j->n_ch, ch = u % j->n_ch;
-            double *S = t->part + (size_t)u * (size_t)j->n_q * group * stride;
+            double *S = c->part + (size_t)u * (size_t)j->n_q * group * stride;
             run_unit(j, g, 0, j->n_q, ch * TQ_TURBO_KC, (ch + 1) * TQ_TURBO_KC, S, &fs);
         }
         return;
@@ -285,13 +283,12 @@ static void fused_task(void *ctx, int ith, int nth)
 static void merge_task(void *ctx, int ith, int nth)
 {
     const fjob *j = ctx;
-    tq_kvc_turbo *t = j->t;
-    const tq_kvcache *c = &t->base;
+    const tq_attn_turbo_view *c = j->v;
     const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
     const size_t stride = (size_t)hd + 2;
-    const int rotated = t->ls[j->il].kind == TQ_KV_TURBO;
+    const int rotated = c->s.kind == TQ_KV_TURBO;
     tq_turbo_fscratch fs;
-    tq_turbo_fscratch_at(t->fscratch + (size_t)ith * t->fused_bytes, hd, group, &fs);
+    tq_turbo_fscratch_at(c->fscratch + (size_t)ith * c->fused_bytes, hd, group, &fs);
     double *acc = fs.st; /* stride doubles */
     int64_t r0, r1;
     tq_split_range(j->n_q * nh, ith, nth, &r0, &r1);
@@ -304,16 +301,15 @@ static void merge_task(void *ctx, int ith, int nth)
         for (size_t e = 1; e < stride; e++)
             acc[e] = 0.0;
         for (int64_t ch = 0; ch < n_ch; ch++)
-            merge_state(acc, t->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
+            merge_state(acc, c->part + ((size_t)(g * j->n_ch + ch) * (size_t)j->n_q * group +
                                         (size_t)i * group + hh) * stride, stride);
         finish_row(j, rotated, acc, j->out + ((size_t)i * nh + h) * hd);
     }
 }
 
-void tq_kvc_turbo_attend_fused(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
-                               float *out, tq_pool *pool)
+void tq_attn_turbo_fused(const tq_attn_turbo_view *c, const float *q, int64_t n_q, int64_t pos0,
+                         float *out, tq_pool *pool)
 {
-    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
     const int hd = c->head_dim, nh = c->n_heads;
     tq_pool *p = c->n_threads > 1 ? pool : NULL;
     const tq_kv_kernels *kk = tq_kv_kernels_get(tq_cpu_isa());
@@ -322,12 +318,12 @@ void tq_kvc_turbo_attend_fused(tq_kvcache *c, int il, const float *q, int64_t n_
     for (int64_t s0 = 0; s0 < n_q; s0 += TQ_TURBO_QMAX) {
         const int64_t nq = n_q - s0 < TQ_TURBO_QMAX ? n_q - s0 : TQ_TURBO_QMAX;
         const float *qs = q + (size_t)s0 * nh * hd;
-        if (t->rot_k && t->ls[il].kind == TQ_KV_TURBO) {
+        if (c->rot_k && c->s.kind == TQ_KV_TURBO) {
             for (int64_t r = 0; r < nq * nh; r++)
-                tq_kv_rotate_ref(qs + (size_t)r * hd, hd, t->qbuf + (size_t)r * hd);
-            qs = t->qbuf;
+                tq_kv_rotate_ref(qs + (size_t)r * hd, hd, c->qbuf + (size_t)r * hd);
+            qs = c->qbuf;
         }
-        fjob j = {.t = t, .il = il, .q = qs, .n_q = nq, .pos0 = pos0 + s0,
+        fjob j = {.v = c, .q = qs, .n_q = nq, .pos0 = pos0 + s0,
                   .out = out + (size_t)s0 * nh * hd, .kk = kk, .ak = tq_attn_kernels_pick()};
         const int64_t n_keys = pos0 + s0 + nq;
         j.chunked = nq <= TQ_TURBO_QD;

@@ -16,8 +16,8 @@
 #include "core/half.h"
 #include "cpu/exp_poly.h"
 #include "cpu/kv_cpu.h"
-#include "kv/kv_internal.h"
-#include "model/kvcache_turbo.h"
+#include "common/kv_codec.h"
+#include "cpu/attn_turbo.h"
 
 /* lanes of v added as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) */
 static inline float tree8(__m256 v)

@@ -8,8 +8,8 @@
 
 #include "core/half.h"
 #include "cpu/exp_poly.h"
-#include "kv/kv_internal.h"
-#include "model/kvcache_turbo.h"
+#include "common/kv_codec.h"
+#include "cpu/attn_turbo.h"
 
 static float dot512(const float *a, const float *b, int n)
 {

@@ -13,7 +13,7 @@
 #include "core/half.h"
 #include "cpu/kv_cpu.h"
 #include "cpu/kv_simd_common.h"
-#include "kv/kv_internal.h"
+#include "common/kv_codec.h"
 
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 

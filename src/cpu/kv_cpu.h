@@ -1,5 +1,5 @@
 /* kv_cpu.h -- per-ISA tables of KV codec row kernels (STYLE 3.6). Each ISA file fills one table;
- * every kernel writes exactly the bytes of the scalar reference in src/kv/kv_ref.c. A NULL entry
+ * every kernel writes exactly the bytes of the scalar reference in src/common/kv_ref.c. A NULL entry
  * means "use the scalar kernel". Inputs are fp32 rows, n rows of d elements back to back. */
 #ifndef TQ_KV_CPU_H
 #define TQ_KV_CPU_H

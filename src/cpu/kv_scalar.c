@@ -2,7 +2,7 @@
 #include "core/core.h"
 #include "core/half.h"
 #include "cpu/kv_cpu.h"
-#include "kv/kv_internal.h"
+#include "common/kv_codec.h"
 
 static void enc_k(const float *x, int64_t n, int d, int kb, uint8_t *dst)
 {

@@ -3,7 +3,7 @@
 #ifndef TQ_KV_SIMD_COMMON_H
 #define TQ_KV_SIMD_COMMON_H
 
-#include "kv/kv_internal.h"
+#include "common/kv_codec.h"
 
 /* ss[g] = ((0 + sq[32g]) + sq[32g+1]) + ... + sq[32g+31]: the reference's sequential order per
  * group; eight (four, two) groups' chains run side by side in registers. ng is even. */

@@ -1,7 +1,8 @@
 /* kvcache_turbo.c -- the TurboQuant KV cache: creation, append (encode only the new rows, with
  * the constant-key-block guard), the dequantize-window reference attention (double after the
  * scores, like the fused kernel; kvcache_turbo.h says why), memory accounting.
- * The fused attention kernel is in src/cpu/attn_turbo.c. See kvcache_turbo.h. */
+ * The fused attention kernel is in src/cpu/attn_turbo.c (it reads a plain view of one layer,
+ * filled by tq_kvc_turbo_attend_fused() here). See kvcache_turbo.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,21 @@ static void ref_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64
                        float *out, tq_pool *pool)
 {
     (void)tq_kvc_turbo_attend_ref(c, il, q, n_q, pos0, out, pool);
+}
+
+/* the fused kernel (src/cpu/attn_turbo.c) on a plain view of layer il */
+void tq_kvc_turbo_attend_fused(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
+                               float *out, tq_pool *pool)
+{
+    const tq_kvc_turbo *t = (const tq_kvc_turbo *)(const void *)c;
+    const tq_attn_turbo_view v = {
+        .k = c->k[il], .v = c->v[il], .k_rb = t->k_rb[il], .v_rb = t->v_rb[il],
+        .n_ctx = c->n_ctx, .head_dim = c->head_dim, .n_heads = c->n_heads,
+        .n_kv_heads = c->n_kv_heads, .scale = c->scale,
+        .window = c->window && c->window[il] > 0 ? c->window[il] : 0, .s = t->ls[il],
+        .rot_k = t->rot_k, .n_threads = c->n_threads, .qbuf = t->qbuf, .part = t->part,
+        .fused_bytes = t->fused_bytes, .fscratch = t->fscratch};
+    tq_attn_turbo_fused(&v, q, n_q, pos0, out, pool);
 }
 
 /* ---- lifetime and accounting ------------------------------------------------------------------ */

@@ -9,9 +9,9 @@
  *                 @ df3829ccd2e47a93dd8cedda7e72de31907eb43c (capture of vllm-metal's runtime Lloyd-Max)
  *   FWHT scale: ml-explore/mlx mlx/ops.cpp (hadamard_transform: scale = 1.0f/std::sqrt(n))
  * Values are exact float32, written as C99 hex floats. Regenerate with:
- *   python3 scripts/gen_kv_tables.py ../shared/reference/turboquant-constants.json src/kv/kv_tables.c
+ *   python3 scripts/gen_kv_tables.py ../shared/reference/turboquant-constants.json src/common/kv_tables.c
  */
-#include "kv/kv_internal.h"
+#include "common/kv_codec.h"
 
 const float tq_kv_eps = 0x1.5798eep-27f; /* python 1e-8 as float32, bits 0x322bcc77 */
 
