@@ -104,5 +104,6 @@ TQ_API uint64_t tq_alloc_count(void);
 #include "turboquant/generate.h"
 #include "turboquant/eval.h"
 #include "turboquant/cuda.h"
+#include "turboquant/quantize.h"
 
 #endif /* TURBOQUANT_H */

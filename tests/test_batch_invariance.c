@@ -101,7 +101,7 @@ static void test_kernels(void)
             }
             /* the driver the forward pass calls (kernel choice incl. any BLAS prefill path) */
             tq_mm mm;
-            if (tq_mm_select((tq_dtype)dt, &mm))
+            if (tq_mm_select((tq_dtype)dt, NULL, &mm))
                 continue;
             for (int64_t t = 0; t < maxn; t++)
                 tq_mm_run(&mm, pool, w, m, k, x + t * ldx, xb + t * ldx, ldx, 1, y1 + t * ldy,

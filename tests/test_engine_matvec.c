@@ -97,7 +97,7 @@ int main(int argc, char **argv)
             x[i] = tq_rng_uniform(&rng) * 2.0f - 1.0f;
         tq_mm_round_x(x, k, n, k, xb);
         tq_mm mm;
-        CHECK(tq_mm_select((tq_dtype)dt, &mm) == TQ_OK, "select");
+        CHECK(tq_mm_select((tq_dtype)dt, NULL, &mm) == TQ_OK, "select");
         tq_mm_run(&mm, NULL, w, m, k, x, xb, k, n, yr, m);
         for (int th = 2; th <= 3; th++) {
             tq_pool *pool = NULL;
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
             x[i] = tq_rng_uniform(&rng) * 2.0f - 1.0f;
         tq_mm_round_x(x, k, n, k, xb);
         tq_mm mm;
-        CHECK(tq_mm_select((tq_dtype)dt, &mm) == TQ_OK, "select");
+        CHECK(tq_mm_select((tq_dtype)dt, NULL, &mm) == TQ_OK, "select");
         tq_mm_run(&mm, NULL, w, ma, k, x, xb, k, n, yr, ma + mb);
         tq_mm_run(&mm, NULL, wb2, mb, k, x, xb, k, n, yr + ma, ma + mb);
         for (int th = 1; th <= 2; th++) {
@@ -185,10 +185,9 @@ int main(int argc, char **argv)
         tq_free(Kt);
     }
     /* prefill through OpenBLAS (forced): identical bytes for 1, 2 and 3 threads */
-    setenv("TQ_GEMM", "openblas", 1);
+    const tq_mm_opts blas = {.openblas = 1};
     tq_mm gm;
-    CHECK(tq_mm_select(TQ_DTYPE_F32, &gm) == TQ_OK, "select");
-    unsetenv("TQ_GEMM");
+    CHECK(tq_mm_select(TQ_DTYPE_F32, &blas, &gm) == TQ_OK, "select");
     if (gm.gemm_min_n <= 9 || gm.gemm != gm.fn) {
         const int64_t m = 61, k = 577, n = 20;
         fill_w(&rng, TQ_DTYPE_F32, w, m * k);
@@ -231,7 +230,7 @@ int main(int argc, char **argv)
         tq_free(f);
     }
     tq_mm bad;
-    CHECK(tq_mm_select((tq_dtype)9, &bad) == TQ_E_UNSUPPORTED, "bad dtype refused");
+    CHECK(tq_mm_select((tq_dtype)9, NULL, &bad) == TQ_E_UNSUPPORTED, "bad dtype refused");
     tq_free(w);
     tq_free(x);
     tq_free(xb);

@@ -31,6 +31,7 @@ int cmd_bench_cuda(int argc, char **argv);    /* tq bench --cuda (tools/cmd_benc
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
 int cmd_teacher(int argc, char **argv); /* tq teacher (tools/cmd_teacher.c) */
+int cmd_quantize(int argc, char **argv); /* tq quantize (tools/cmd_quantize.c) */
 int cmd_serve(int argc, char **argv); /* tq serve (tools/cmd_serve.c) */
 /* prompt_cache() -- --load/--save-prompt-cache of tq generate (tools/prompt_cache.c): on return
  * the session holds ids[0..*skip), *n_eval of them evaluated here (for the save) in *eval_s

@@ -3,6 +3,7 @@
  * bytes per token. Medians of --runs repetitions. scripts/llamacpp/bench.py runs it next to
  * llama.cpp and prints the ratios. */
 #include "cmd_generate.h"
+#include "model_opts.h"
 
 #include <time.h>
 
@@ -128,6 +129,7 @@ int cmd_bench(int argc, char **argv)
         need = (long)depths[i] + decode > need ? (long)depths[i] + decode : need;
 
     tq_model_opts_default(&mo);
+    cli_model_env(&mo);
     mo.weight_type = a.weights;
     mo.n_threads = a.threads;
     if ((st = tq_model_load(a.model, &mo, &model)))

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cmd_generate.h"
+#include "model_opts.h"
 
 void gen_args_default(gen_args *a)
 {
@@ -192,6 +193,7 @@ int gen_open(const char *cmd, gen_args *a, gen_ctx *g)
         return 1;
     }
     tq_model_opts_default(&mo);
+    cli_model_env(&mo);
     mo.weight_type = a->weights;
     mo.n_threads = a->threads;
     if ((st = tq_model_load(a->model, &mo, &g->model)))

@@ -1,5 +1,6 @@
 /* eval_cli.c -- shared parts of `tq ppl` and `tq kl` (eval_cli.h). */
 #include "eval_cli.h"
+#include "model_opts.h"
 
 #include <errno.h>
 #include <time.h>
@@ -104,6 +105,7 @@ int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **to
     }
     fclose(f);
     tq_model_opts_default(&mo);
+    cli_model_env(&mo);
     mo.n_threads = threads;
     if (e->weights)
         mo.weight_type = (tq_dtype)(e->weights - 1);

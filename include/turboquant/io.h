@@ -405,6 +405,32 @@ TQ_API tq_status tq_weights_read(const tq_weights *w, const char *hf_name, tq_dt
 TQ_API tq_status tq_weights_read_rows(const tq_weights *w, const char *hf_name, int64_t r0,
                                       int64_t n, tq_dtype dtype, void *dst, size_t dst_cap);
 
+/* ==== GGUF writer (streaming) ================================================================ */
+/* Declare metadata (copied from a source file or set) and every tensor first, then
+ * tq_gguf_writer_begin() writes the header and tq_gguf_writer_write() streams the tensor bytes in
+ * declaration order (any chunking; padding to the alignment is added). The file is written
+ * through tq_atomic_file and appears under `path` only at tq_gguf_writer_finish(); freeing an
+ * unfinished writer removes the temporary. Version 3, little-endian, alignment 32 unless set. */
+typedef struct tq_gguf_writer tq_gguf_writer;
+TQ_API tq_status tq_gguf_writer_create(const char *path, tq_gguf_writer **out);
+TQ_API tq_status tq_gguf_writer_set_alignment(tq_gguf_writer *w, size_t alignment);
+/* tq_gguf_writer_copy_kv() -- pair i of src, value bytes verbatim (any type, nested arrays too).
+ * A key set again replaces the earlier value (keeping its place). */
+TQ_API tq_status tq_gguf_writer_copy_kv(tq_gguf_writer *w, const tq_gguf *src, int64_t i);
+TQ_API tq_status tq_gguf_writer_set_raw(tq_gguf_writer *w, const char *key, int type,
+                                        const void *val, size_t len);
+TQ_API tq_status tq_gguf_writer_set_str(tq_gguf_writer *w, const char *key, const char *value);
+TQ_API tq_status tq_gguf_writer_set_u32(tq_gguf_writer *w, const char *key, uint32_t value);
+TQ_API tq_status tq_gguf_writer_set_u64(tq_gguf_writer *w, const char *key, uint64_t value);
+TQ_API tq_status tq_gguf_writer_set_bool(tq_gguf_writer *w, const char *key, int value);
+/* tq_gguf_writer_add_tensor() -- declare a tensor: ggml dims (ne[0] contiguous), type. */
+TQ_API tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int type,
+                                           int n_dims, const int64_t *ne);
+TQ_API tq_status tq_gguf_writer_begin(tq_gguf_writer *w);
+TQ_API tq_status tq_gguf_writer_write(tq_gguf_writer *w, const void *data, size_t n);
+TQ_API tq_status tq_gguf_writer_finish(tq_gguf_writer *w);
+TQ_API void tq_gguf_writer_free(tq_gguf_writer *w);
+
 #ifdef __cplusplus
 }
 #endif

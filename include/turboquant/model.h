@@ -12,7 +12,7 @@
  * Everything here is deterministic: the same tokens give the same logits for any thread count,
  * and batch-invariant: a token's logits do not depend on how many tokens share its forward call
  * or where the chunk boundaries fall (n_batch, how evals split a prompt, a restored prompt cache),
- * unless TQ_GEMM=openblas is set (src/cpu/matvec.h).
+ * unless tq_model_opts.gemm_openblas is set (src/cpu/matvec.h).
  */
 #ifndef TURBOQUANT_MODEL_H
 #define TURBOQUANT_MODEL_H
@@ -35,6 +35,10 @@ typedef struct tq_model_opts {
     int n_threads;        /* threads of the model's own pool when pool is NULL; <= 0 = one
                            * per online CPU (default 0)                                    */
     tq_pool *pool;        /* borrowed pool (must outlive the model), or NULL (default)      */
+    int matvec_bf16;      /* 1: bf16-activation matvec for bf16 weights on AVX-512 BF16 CPUs
+                           * (rounds activations to bf16; the tool's TQ_MATVEC=avx512bf16)  */
+    int gemm_openblas;    /* 1: OpenBLAS sgemm for f32-weight prefill, NOT batch-invariant
+                           * (the tool's TQ_GEMM=openblas)                                  */
 } tq_model_opts;
 
 /* tq_model_opts_default() -- BF16 weights, own pool with one thread per CPU. */
@@ -73,7 +77,7 @@ typedef struct tq_model_info {
     int n_threads;          /* threads of the pool the model runs on                      */
     const char *kernel;     /* matvec kernel chosen for weight_type ("avx512", ...)       */
     const char *gemm_kernel;/* kernel for products of >= 16 tokens (prefill): kernel, or
-                             * "openblas" when TQ_GEMM=openblas asked for it (f32 weights;
+                             * "openblas" when gemm_openblas asked for it (f32 weights;
                              * not batch-invariant, see src/cpu/matvec.h)                  */
 } tq_model_info;
 

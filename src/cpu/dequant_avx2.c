@@ -1,5 +1,5 @@
 /* dequant_avx2.c -- AVX2 (+F16C) dequantizers for the ggml block formats. Each equals the scalar
- * specification in src/io/dequant.c bit for bit: integer unpacking is exact, and every float is
+ * specification in src/common/formats.c bit for bit: integer unpacking is exact, and every float is
  * produced by the same fp32 multiply (then add/subtract) in the same order; no FMA (the library
  * builds with -ffp-contract=off and we never call an fma intrinsic). Block scales go through the
  * same scalar fp16 conversion. F16 data uses vcvtph2ps, which quiets signalling NaNs; lanes
@@ -7,7 +7,7 @@
 #include <immintrin.h>
 
 #include "core/half.h"
-#include "io/io_internal.h"
+#include "cpu/formats_cpu.h"
 
 #define QK_K 256
 
@@ -239,30 +239,11 @@ static void dq_bf16(const void *src, float *y, int64_t n)
         y[i] = tq_bf16_to_f32(tq_rd16(p + 2 * i));
 }
 
-tq_dequant_fn tq_dequant_kernel_avx2(int type)
-{
-    switch (type) {
-    case TQ_GGML_F16:
-        return dq_f16;
-    case TQ_GGML_BF16:
-        return dq_bf16;
-    case TQ_GGML_Q4_0:
-        return dq_q4_0;
-    case TQ_GGML_Q4_1:
-        return dq_q4_1;
-    case TQ_GGML_Q5_0:
-        return dq_q5_0;
-    case TQ_GGML_Q5_1:
-        return dq_q5_1;
-    case TQ_GGML_Q8_0:
-        return dq_q8_0;
-    case TQ_GGML_Q4_K:
-        return dq_q4_k;
-    case TQ_GGML_Q5_K:
-        return dq_q5_k;
-    case TQ_GGML_Q6_K:
-        return dq_q6_k;
-    default:
-        return NULL; /* F32: the scalar copy is already memory-bound */
-    }
-}
+/* this file's row of kernels for the format table (cpu/formats_cpu.c); F32 has none: the
+ * scalar copy is already memory-bound */
+const tq_dequant_fn tq_dequant_avx2[TQ_FMT_LIMIT] = {
+    [TQ_GGML_F16] = dq_f16,   [TQ_GGML_BF16] = dq_bf16, [TQ_GGML_Q4_0] = dq_q4_0,
+    [TQ_GGML_Q4_1] = dq_q4_1, [TQ_GGML_Q5_0] = dq_q5_0, [TQ_GGML_Q5_1] = dq_q5_1,
+    [TQ_GGML_Q8_0] = dq_q8_0, [TQ_GGML_Q4_K] = dq_q4_k, [TQ_GGML_Q5_K] = dq_q5_k,
+    [TQ_GGML_Q6_K] = dq_q6_k,
+};

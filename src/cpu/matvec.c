@@ -1,7 +1,6 @@
 /* matvec.c -- scalar weight-matrix products (the specification for every ISA variant), kernel
  * selection, and the threaded driver. See matvec.h for the operation. */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #ifdef TQ_HAVE_OPENBLAS
 #include <cblas.h>
@@ -166,8 +165,11 @@ int tq_mm_all(const tq_mm_kernels **out, int cap)
     return n;
 }
 
-tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
+tq_status tq_mm_select(tq_dtype wt, const tq_mm_opts *opts, tq_mm *out)
 {
+    const tq_mm_opts none = {0};
+    if (!opts)
+        opts = &none;
     if ((unsigned)wt >= TQ_DTYPE_COUNT)
         return TQ_FAIL(TQ_E_UNSUPPORTED, "weight dtype %d: valid are f32, f16, bf16", (int)wt);
     const tq_mm_kernels *t = tq_mm_scalar();
@@ -176,8 +178,7 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
         t = tq_mm_avx2();
     if (isa >= TQ_ISA_AVX512 && tq_mm_avx512() && tq_mm_avx512()->mm[wt])
         t = tq_mm_avx512();
-    const char *want = getenv("TQ_MATVEC");
-    if (want && !strcmp(want, "avx512bf16") && wt == TQ_DTYPE_BF16 && isa >= TQ_ISA_AVX512 &&
+    if (opts->bf16_act && wt == TQ_DTYPE_BF16 && isa >= TQ_ISA_AVX512 &&
         has_bf16_dot() && tq_mm_avx512bf16())
         t = tq_mm_avx512bf16();
     out->fn = t->mm[wt];
@@ -190,17 +191,14 @@ tq_status tq_mm_select(tq_dtype wt, tq_mm *out)
     out->gemm_blk = MM_BLK;
     /* OpenBLAS only on request: its result for a token depends on how many tokens share the
      * call (its tiles and edge handling follow the matrix shape), so it is not batch-invariant */
-    const char *g = getenv("TQ_GEMM");
-    const int want_blas = g && !strcmp(g, "openblas");
-    if (g && *g && !want_blas && strcmp(g, "own"))
-        tq_log(TQ_LOG_WARN, "TQ_GEMM=%s: unknown value (valid: own, openblas); using own", g);
+    const int want_blas = opts->openblas;
     if (want_blas && (wt != TQ_DTYPE_F32 || !tq_mm_openblas() || isa < TQ_ISA_AVX2))
-        tq_log(wt == TQ_DTYPE_F32 ? TQ_LOG_WARN : TQ_LOG_INFO, "TQ_GEMM=openblas: not used (%s "
+        tq_log(wt == TQ_DTYPE_F32 ? TQ_LOG_WARN : TQ_LOG_INFO, "openblas gemm: not used (%s "
                "weights, OpenBLAS %s, cpu %s); it needs f32 weights, a build with OpenBLAS and "
                "AVX2", tq_dtype_name(wt), tq_mm_openblas() ? "built in" : "not built in",
                tq_isa_name(isa));
     else if (want_blas && !blas_core_fast())
-        tq_log(TQ_LOG_WARN, "TQ_GEMM=openblas: OpenBLAS runs its generic core %s here (slower "
+        tq_log(TQ_LOG_WARN, "openblas gemm: OpenBLAS runs its generic core %s here (slower "
                "than our kernel); set OPENBLAS_CORETYPE=Haswell or SkylakeX", blas_core_name());
     if (wt == TQ_DTYPE_F32 && tq_mm_openblas() && isa >= TQ_ISA_AVX2 && want_blas &&
         !out->needs_xb) {

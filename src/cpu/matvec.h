@@ -13,7 +13,7 @@
  * row) fed in column order, reduced by a fixed horizontal sum, then the k % width tail in
  * scalar order. So the logits of a token do not depend on how many tokens share its forward call
  * (tests/test_batch_invariance.c). OpenBLAS sgemm does not keep this (batch_invariant = 0) and
- * is used only when asked for (TQ_GEMM=openblas).
+ * is used only when asked for (tq_mm_opts.openblas).
  *
  * Kernel tables, one per ISA file: matvec.c (scalar), matvec_avx2.c, matvec_avx512.c,
  * matvec_avx512bf16.c (vdpbf16ps: x is rounded to bf16 first, so it is the only kernel that is
@@ -61,15 +61,22 @@ typedef struct tq_mm {
                            * thread count and the result does not depend on it */
 } tq_mm;
 
+/* Kernel options (the tool fills them from --flags / TQ_MATVEC / TQ_GEMM; the library reads no
+ * environment here). All zero = the defaults. */
+typedef struct tq_mm_opts {
+    int bf16_act; /* 1: the bf16-activation kernel for bf16 weights (TQ_MATVEC=avx512bf16)  */
+    int openblas; /* 1: OpenBLAS sgemm for f32-weight prefill (TQ_GEMM=openblas)            */
+} tq_mm_opts;
+
 /* tq_mm_select() -- the kernel for weight dtype wt on this CPU, honouring TQ_CPU (scalar, avx2,
- * avx512). The bf16-activation kernel (avx512bf16) is taken for bf16 weights only when
- * TQ_MATVEC=avx512bf16 is set (it rounds activations to bf16). Every default choice is
- * batch-invariant. TQ_GEMM=openblas takes OpenBLAS sgemm for f32 weights and n >= 16 tokens
+ * avx512). opts may be NULL (defaults). The bf16-activation kernel (avx512bf16) is taken for
+ * bf16 weights only when opts->bf16_act (it rounds activations to bf16). Every default choice is
+ * batch-invariant. opts->openblas takes OpenBLAS sgemm for f32 weights and n >= 16 tokens
  * (prefill; measured 1.7x our kernel with an AVX2/AVX-512 OpenBLAS core), which is NOT
  * batch-invariant: a token's logits then depend on how the prompt was split into calls (a
- * warning is logged when OpenBLAS cannot be used or runs its slow generic core); TQ_GEMM=own
- * (the default) keeps our kernels. Returns TQ_E_UNSUPPORTED for an invalid dtype. */
-tq_status tq_mm_select(tq_dtype wt, tq_mm *out);
+ * warning is logged when OpenBLAS cannot be used or runs its slow generic core); the default
+ * keeps our kernels. Returns TQ_E_UNSUPPORTED for an invalid dtype. */
+tq_status tq_mm_select(tq_dtype wt, const tq_mm_opts *opts, tq_mm *out);
 
 /* A product over a thread pool: y(n, m) = x(n, k) * W(m, k)^T. xb may be NULL unless
  * mm->needs_xb (then it must hold x rounded to bf16, see tq_mm_round_x()). */

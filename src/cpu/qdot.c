@@ -341,6 +341,7 @@ DEFINE_FORMAT(q6_k, 210, 0)
 
 static const tq_qdot_kernels scalar_table = {
     .isa = "scalar",
+    .level = TQ_ISA_SCALAR,
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
     TQ_QDOT_FORMATS(TQ_QDOT_ROW)
@@ -348,7 +349,7 @@ static const tq_qdot_kernels scalar_table = {
 
 int64_t tq_qdot_act_block(int type)
 {
-    if (type < 0 || type >= TQ_GGML_TYPE_LIMIT || !scalar_table.dot_q8[type])
+    if (type < 0 || type >= TQ_FMT_LIMIT || !scalar_table.dot_q8[type])
         return 0;
     return scalar_table.quant[type] == quant_q8k ? TQ_QKK : TQ_QK;
 }

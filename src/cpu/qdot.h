@@ -1,6 +1,6 @@
 /* qdot.h -- native GGUF block-format dot products and matvecs (internal; issue 14).
  *
- * Weights stay in their GGUF block layout (docs/FORMAT.md "GGUF", src/io/dequant.c): one row of
+ * Weights stay in their GGUF block layout (docs/FORMAT.md "GGUF", src/common/formats.c): one row of
  * a matrix is k / 32 packed blocks (Q8_0 34 B, Q4_0 18 B, Q4_1 20 B, Q5_0 22 B, Q5_1 24 B) or
  * k / 256 super-blocks (Q4_K 144 B, Q5_K 176 B, Q6_K 210 B); rows are row_bytes apart. Two
  * activation paths:
@@ -49,7 +49,7 @@
 #ifndef TQ_QDOT_H
 #define TQ_QDOT_H
 
-#include "core/core.h"
+#include "common/formats.h"
 
 #define TQ_QK 32 /* elements per block (Q8_0 .. Q5_1 and tq_q8a) */
 
@@ -77,28 +77,20 @@ _Static_assert(sizeof(tq_q8k) == 292, "tq_q8k is 292 bytes");
 int64_t tq_qdot_act_block(int type);
 size_t tq_qdot_act_bytes(int type, int64_t k);
 
-/* x (k floats, k % block == 0) -> the activation blocks (tq_q8a or tq_q8k). */
-typedef void (*tq_qact_quant_fn)(const float *x, void *act, int64_t k);
-/* One weight row (k / block packed blocks) . activation. */
-typedef float (*tq_qdot_q8_fn)(const void *w, const void *act, int64_t k);
-typedef float (*tq_qdot_f32_fn)(const void *w, const float *x, int64_t k);
-/* Rows [r0, r1) x n tokens (see above). */
-typedef void (*tq_qmv_q8_fn)(const void *w, size_t row_bytes, int64_t k, const void *act,
-                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1);
-typedef void (*tq_qmv_f32_fn)(const void *w, size_t row_bytes, int64_t k, const float *x,
-                              int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,
-                              int64_t r1);
+/* Kernel types: common/formats.h (tq_qact_quant_fn, tq_qdot_q8_fn, tq_qdot_f32_fn, tq_qmv_*). */
 
-/* One table per ISA, indexed by ggml type id (tq_ggml_type); NULL = not provided. */
+/* One table per ISA, indexed by format id (common/formats.h); NULL = not provided. */
 typedef struct tq_qdot_kernels {
     const char *isa;                            /* "scalar", "avx2"                     */
+    tq_isa level;                               /* the tq_cpu_isa() level it needs       */
     tq_qact_quant_fn quant_q8a;                 /* x -> tq_q8a                           */
     tq_qact_quant_fn quant_q8k;                 /* x -> tq_q8k                           */
-    tq_qact_quant_fn quant[TQ_GGML_TYPE_LIMIT]; /* the one the type's q8 path reads      */
-    tq_qdot_q8_fn dot_q8[TQ_GGML_TYPE_LIMIT];
-    tq_qdot_f32_fn dot_f32[TQ_GGML_TYPE_LIMIT];
-    tq_qmv_q8_fn mv_q8[TQ_GGML_TYPE_LIMIT];
-    tq_qmv_f32_fn mv_f32[TQ_GGML_TYPE_LIMIT];
+    tq_qact_quant_fn quant[TQ_FMT_LIMIT]; /* the one the type's q8 path reads      */
+    tq_qdot_q8_fn dot_q8[TQ_FMT_LIMIT];
+    tq_qdot_f32_fn dot_f32[TQ_FMT_LIMIT];
+    tq_qmv_q8_fn mv_q8[TQ_FMT_LIMIT];
+    tq_qmv_f32_fn mv_f32[TQ_FMT_LIMIT];
+    tq_qmv_f32_fn gemm_f32[TQ_FMT_LIMIT];       /* prefill tile (same bits as mv_f32)    */
 } tq_qdot_kernels;
 
 /* Tables: scalar always; avx2 NULL when this CPU (or TQ_CPU) cannot run it. */

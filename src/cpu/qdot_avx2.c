@@ -506,6 +506,7 @@ DEFINE_MV(q6_k, tq_q8k, TQ_QKK)
 
 static const tq_qdot_kernels avx2_table = {
     .isa = "avx2",
+    .level = TQ_ISA_AVX2,
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
     TQ_QDOT_FORMATS(TQ_QDOT_ROW)

@@ -27,6 +27,8 @@ typedef struct gguf_kv {
     uint64_t *str_offs; /* string arrays: file offset of each element's length field  */
     char *str;          /* scalar strings: NUL-terminated copy                         */
     size_t str_len;
+    size_t val_start;   /* the serialized value: [val_start, val_end) of the header     */
+    size_t val_end;     /* (arrays: from the element type field; strings: length field) */
 } gguf_kv;
 
 typedef struct gguf_tensor {
@@ -220,7 +222,17 @@ static tq_status skip_value(cursor *c, int t, int depth, const char *key)
                    t);
 }
 
+static tq_status parse_kv_value(tq_gguf *g, cursor *c, gguf_kv *kv);
+
 static tq_status parse_kv(tq_gguf *g, cursor *c, gguf_kv *kv)
+{
+    const tq_status st = parse_kv_value(g, c, kv);
+    if (st == TQ_OK)
+        kv->val_end = c->pos;
+    return st;
+}
+
+static tq_status parse_kv_value(tq_gguf *g, cursor *c, gguf_kv *kv)
 {
     const uint8_t *s;
     uint64_t len;
@@ -246,6 +258,7 @@ static tq_status parse_kv(tq_gguf *g, cursor *c, gguf_kv *kv)
     kv->arr_type = -1;
     kv->n = 1;
     kv->off = c->pos;
+    kv->val_start = c->pos;
     if (t == TQ_GGUF_STRING) {
         if ((st = rd_str(c, &s, &len, kv->key)))
             return st;
@@ -939,6 +952,15 @@ tq_status tq_gguf_read_tensor(const tq_gguf *g, int64_t i, size_t off, void *dst
         return TQ_FAIL(TQ_E_ARG, "%s: tensor '%s': read [%zu, +%zu) past its %zu bytes", g->path,
                        t->name, off, n, t->nbytes);
     return tq_map_read(&g->map, g->data_off + (size_t)t->offset + off, dst, n);
+}
+
+tq_status tq_gguf_kv_raw(const tq_gguf *g, int64_t i, const uint8_t **p, size_t *len)
+{
+    if (!g || i < 0 || i >= g->n_kv)
+        return TQ_FAIL(TQ_E_ARG, "tq_gguf_kv_raw: index %lld out of range", (long long)i);
+    *p = g->base + g->kv[i].val_start;
+    *len = g->kv[i].val_end - g->kv[i].val_start;
+    return TQ_OK;
 }
 
 tq_status tq_gguf_check(const tq_gguf *g)

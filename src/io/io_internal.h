@@ -37,14 +37,15 @@ tq_status tq_map_check(const tq_map *m);
 tq_status tq_gguf_read_tensor(const tq_gguf *g, int64_t i, size_t off, void *dst, size_t n);
 tq_status tq_st_read_tensor(const tq_st *st, int64_t i, size_t off, void *dst, size_t n);
 tq_status tq_gguf_check(const tq_gguf *g);
+/* tq_gguf_kv_raw() -- the serialized bytes of metadata value i exactly as in the file (after the
+ * u32 value type: a scalar, a string's u64 length + bytes, or an array's element type, length and
+ * elements), for copying a pair verbatim (the GGUF writer). Valid while g lives. */
+tq_status tq_gguf_kv_raw(const tq_gguf *g, int64_t i, const uint8_t **p, size_t *len);
 tq_status tq_st_check_tensor(const tq_st *st, int64_t i);
 
-/* Dequantization kernels: n elements (multiple of the block) from src into dst. */
-typedef void (*tq_dequant_fn)(const void *src, float *dst, int64_t n);
-
-/* tq_dequant_kernel() -- kernel for (isa, type) or NULL when that level has none. */
-tq_dequant_fn tq_dequant_kernel_scalar(int type);
-tq_dequant_fn tq_dequant_kernel_avx2(int type);
+/* tq_ggml_unsupported() -- TQ_E_UNSUPPORTED naming the file, the tensor, its type and the
+ * supported list (from the format table). */
+tq_status tq_ggml_unsupported(const char *file, const char *tensor, int type);
 
 /* tq_path_join() -- "dir/name" in a new allocation (NULL on OOM). */
 char *tq_path_join(const char *dir, const char *name);

@@ -449,10 +449,7 @@ static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, v
 
     tq_gguf_tensor(w->gguf, e->src_index, &ti);
     if (!tq_ggml_can_dequant(ti.type))
-        return TQ_FAIL(TQ_E_UNSUPPORTED,
-                       "%s: tensor '%s' has type %s, which cannot be dequantized "
-                       "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)",
-                       tq_gguf_path(w->gguf), ti.name, tq_ggml_type_name(ti.type));
+        return tq_ggml_unsupported(tq_gguf_path(w->gguf), ti.name, ti.type);
     if (ti.n_elem == 0)
         return TQ_OK;
     row_len = ti.ne[0];
@@ -534,10 +531,7 @@ static tq_status read_gguf_rows(const tq_weights *w, const w_entry *e, int64_t r
 
     tq_gguf_tensor(w->gguf, e->src_index, &ti);
     if (!tq_ggml_can_dequant(ti.type))
-        return TQ_FAIL(TQ_E_UNSUPPORTED,
-                       "%s: tensor '%s' has type %s, which cannot be dequantized "
-                       "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)",
-                       tq_gguf_path(w->gguf), ti.name, tq_ggml_type_name(ti.type));
+        return tq_ggml_unsupported(tq_gguf_path(w->gguf), ti.name, ti.type);
     rows = ti.shape[0];
     row_len = ti.n_elem / rows;
     if (row_len % tq_ggml_block_size(ti.type))

@@ -316,7 +316,8 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
 #undef T
     }
 
-    if ((st = tq_mm_select(wt, &m->mm)))
+    const tq_mm_opts mmo = {.bf16_act = opts->matvec_bf16, .openblas = opts->gemm_openblas};
+    if ((st = tq_mm_select(wt, &mmo, &m->mm)))
         goto fail;
     if (opts->pool) {
         m->pool = opts->pool;

@@ -1,0 +1,22 @@
+/* quant_internal.h -- shared by src/quant/ (weights pipeline); not public. */
+#ifndef TQ_QUANT_INTERNAL_H
+#define TQ_QUANT_INTERNAL_H
+
+#include "core/core.h"
+
+/* fold.c: the rotation fold on f32 matrices (row-major, (rows, cols), HF layout (out, in)).
+ * Every transform is v -> R^T v with R = diag(s) H^T / sqrt(n), evaluated in double
+ * (tq_hadamard_apply_f64 forward, normalized), rounded once to f32. */
+/* rows: optional gain on every column (w[r][c] *= gain[c]), then R1^T on each row (cols = n) */
+tq_status tq_fold_rows(float *w, int64_t rows, int64_t cols, const float *gain,
+                       const int8_t *signs);
+/* columns: R1^T on each column (rows = n): a residual writer (o_proj, down_proj) */
+tq_status tq_fold_cols(float *w, int64_t rows, int64_t cols, const int8_t *signs);
+/* per head on the output rows: rows = heads * hd; each head's hd x cols block gets R2^T from
+ * the left (v_proj weight; a bias is the cols = 1 case) */
+tq_status tq_fold_head_rows(float *w, int64_t rows, int64_t cols, int hd, const int8_t *signs);
+/* per head on the input columns: cols = heads * hd; every row's hd-segments get R2^T
+ * (o_proj) */
+tq_status tq_fold_head_cols(float *w, int64_t rows, int64_t cols, int hd, const int8_t *signs);
+
+#endif

@@ -1,0 +1,1005 @@
+/* quantize.c -- the streaming weights pipeline behind `tq quantize` (include/turboquant/
+ * quantize.h; byte-level provenance and the fold: docs/FORMAT.md "Rotation fold").
+ *
+ * Plan first (names -> roles, output types, refusals), then one tensor at a time: read as f32,
+ * fold, quantize, write, free. The small RMSNorm gain vectors are read once up front (the gamma
+ * fold needs them while writing the linears). */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include "common/hadamard.h"
+#include "quant/quant_internal.h"
+
+enum role {
+    R_OTHER = 0,
+    R_EMBED,
+    R_LMHEAD,
+    R_Q,
+    R_K,
+    R_V,
+    R_O,
+    R_QB,
+    R_KB,
+    R_VB,
+    R_GATE,
+    R_UP,
+    R_DOWN,
+    R_ATTN_NORM, /* feeds q/k/v                                     */
+    R_FFN_NORM,  /* feeds gate/up (llama post_attention_layernorm,   */
+                 /* gemma3 pre_feedforward_layernorm)               */
+    R_OUT_NORM,  /* feeds lm_head                                   */
+    R_POST_ATTN, /* gemma3 sandwich norms on the residual writers   */
+    R_POST_FFN,
+    R_QK_NORM,
+    R_ROPE_FREQS,
+};
+
+typedef struct qt {
+    char name[160];  /* output name */
+    char src[160];   /* source name read for it (the embedding for an untied lm_head) */
+    int role;
+    int layer;
+    int n_dims;
+    int64_t ne[4];   /* ggml order (ne[0] contiguous) */
+    int64_t rows, cols;
+    int64_t n;
+    int64_t src_idx; /* index in the source file's tensor table */
+    int src_type;    /* ggml type (GGUF) or tq_st_dtype (safetensors) */
+    const char *src_type_name;
+    size_t src_nbytes;
+    int out_type;    /* ggml type (both formats: F32/F16/BF16 map to safetensors dtypes) */
+    int fallback;
+} qt;
+
+typedef struct ctx {
+    const tq_quantize_opts *o;
+    int fd; /* GGUF source, read with pread (never through a mapping) */
+    tq_weights *w;
+    const tq_gguf *g;
+    const tq_st *st;
+    const tq_model_config *cfg;
+    qt *t;
+    int64_t nt;
+    unsigned fold;
+    int untie;
+    float *g_attn, *g_ffn, *g_out; /* effective gains (layers x hidden), hidden */
+    int8_t *s1, *s2;               /* R1 signs (hidden), R2 signs (layers x head_dim) */
+    char transform[512];
+    char deviations[512];
+} ctx;
+
+/* ---- names -> roles ------------------------------------------------------------------------- */
+static const struct {
+    const char *gguf, *hf;
+    int role;
+} layer_names[] = {
+    {"attn_norm.weight", "input_layernorm.weight", R_ATTN_NORM},
+    {"attn_q.weight", "self_attn.q_proj.weight", R_Q},
+    {"attn_k.weight", "self_attn.k_proj.weight", R_K},
+    {"attn_v.weight", "self_attn.v_proj.weight", R_V},
+    {"attn_output.weight", "self_attn.o_proj.weight", R_O},
+    {"attn_q.bias", "self_attn.q_proj.bias", R_QB},
+    {"attn_k.bias", "self_attn.k_proj.bias", R_KB},
+    {"attn_v.bias", "self_attn.v_proj.bias", R_VB},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight", R_QK_NORM},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight", R_QK_NORM},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight", R_FFN_NORM},
+    {"ffn_gate.weight", "mlp.gate_proj.weight", R_GATE},
+    {"ffn_up.weight", "mlp.up_proj.weight", R_UP},
+    {"ffn_down.weight", "mlp.down_proj.weight", R_DOWN},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", R_POST_ATTN},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", R_POST_FFN},
+};
+
+static int classify(const char *name, int gguf, tq_arch arch, int *layer)
+{
+    *layer = -1;
+    if (gguf) {
+        if (!strcmp(name, "token_embd.weight"))
+            return R_EMBED;
+        if (!strcmp(name, "output.weight"))
+            return R_LMHEAD;
+        if (!strcmp(name, "output_norm.weight"))
+            return R_OUT_NORM;
+        if (!strcmp(name, "rope_freqs.weight"))
+            return R_ROPE_FREQS;
+    } else {
+        if (!strcmp(name, "model.embed_tokens.weight"))
+            return R_EMBED;
+        if (!strcmp(name, "lm_head.weight"))
+            return R_LMHEAD;
+        if (!strcmp(name, "model.norm.weight"))
+            return R_OUT_NORM;
+    }
+    int l, off = 0;
+    if (sscanf(name, gguf ? "blk.%d.%n" : "model.layers.%d.%n", &l, &off) != 1 || off == 0 ||
+        l < 0)
+        return R_OTHER;
+    *layer = l;
+    const char *rest = name + off;
+    /* llama/qwen: post_attention_layernorm feeds the MLP; gemma3: it is the sandwich norm */
+    if (!gguf && !strcmp(rest, "post_attention_layernorm.weight"))
+        return arch == TQ_ARCH_GEMMA3 ? R_POST_ATTN : R_FFN_NORM;
+    for (size_t i = 0; i < sizeof(layer_names) / sizeof(layer_names[0]); i++)
+        if (!strcmp(rest, gguf ? layer_names[i].gguf : layer_names[i].hf))
+            return layer_names[i].role;
+    return R_OTHER;
+}
+
+/* ---- reading one source tensor as f32 -------------------------------------------------------- */
+static char *path_join(const char *dir, const char *name)
+{
+    const size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* the first n bytes of GGUF tensor t, with pread (a file truncated meanwhile gives TQ_E_IO) */
+static tq_status read_raw(const ctx *c, const qt *t, void *dst, size_t n)
+{
+    tq_gguf_tensor_info gi;
+    tq_status st = tq_gguf_tensor(c->g, t->src_idx, &gi);
+    if (st)
+        return st;
+    uint8_t *b = dst;
+    off_t off = (off_t)(tq_gguf_data_offset(c->g) + gi.offset);
+    while (n > 0) {
+        const ssize_t r = pread(c->fd, b, n, off);
+        if (r <= 0)
+            return TQ_FAIL(TQ_E_IO, "%s: reading tensor '%s' failed: %s", c->o->src, t->src,
+                           r < 0 ? strerror(errno) : "the file is shorter than its header says");
+        b += r;
+        n -= (size_t)r;
+        off += r;
+    }
+    return TQ_OK;
+}
+
+static tq_status read_f32(const ctx *c, const qt *t, float *dst)
+{
+    if (c->g) {
+        void *raw = tq_malloc(t->src_nbytes ? t->src_nbytes : 1);
+        if (!raw)
+            return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory reading '%s' (%zu bytes)", c->o->src,
+                           t->src, t->src_nbytes);
+        tq_status st = read_raw(c, t, raw, t->src_nbytes);
+        if (!st)
+            st = tq_ggml_dequant(t->src_type, raw, t->src_nbytes, dst, t->n);
+        tq_free(raw);
+        return st;
+    }
+    return tq_weights_read(c->w, t->src, TQ_DTYPE_F32, dst, (size_t)t->n * sizeof(float));
+}
+
+static int below_8_bits(const ctx *c, int type)
+{
+    if (!c->g)
+        return 0; /* safetensors: f32/f16/bf16 (others refused by the reader) */
+    return !(type == TQ_GGML_F32 || type == TQ_GGML_F16 || type == TQ_GGML_BF16 ||
+             type == TQ_GGML_Q8_0);
+}
+
+/* ---- planning ------------------------------------------------------------------------------- */
+static int fallback_type(int type, int64_t row)
+{
+    if (tq_ggml_block_size(type) > 0 && row % tq_ggml_block_size(type) == 0)
+        return type;
+    int fb = TQ_GGML_F16;
+    if (type == TQ_GGML_Q4_K)
+        fb = TQ_GGML_Q5_0; /* llama.cpp's own choice for K types on rows of 32 * odd */
+    else if (type == TQ_GGML_Q5_K)
+        fb = TQ_GGML_Q5_1;
+    else if (type == TQ_GGML_Q6_K)
+        fb = TQ_GGML_Q8_0;
+    return row % tq_ggml_block_size(fb) == 0 ? fb : TQ_GGML_F16;
+}
+
+static tq_status add_tensor(ctx *c, const qt *t)
+{
+    qt *nt = tq_realloc(c->t, (size_t)(c->nt + 1) * sizeof(*nt));
+    if (!nt)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    c->t = nt;
+    c->t[c->nt++] = *t;
+    return TQ_OK;
+}
+
+static int is_matrix(int role)
+{
+    return role == R_EMBED || role == R_LMHEAD || (role >= R_Q && role <= R_O) ||
+           (role >= R_GATE && role <= R_DOWN) || role == R_OTHER;
+}
+
+static void choose_type(const ctx *c, qt *t)
+{
+    const tq_quantize_opts *o = c->o;
+    if (t->n_dims < 2 || !is_matrix(t->role)) {
+        t->out_type = o->format == TQ_QFORMAT_GGUF ? TQ_GGML_F32 : o->type;
+        return;
+    }
+    int type = o->type;
+    if (o->keep_embed && (t->role == R_EMBED || t->role == R_LMHEAD))
+        type = TQ_GGML_F16;
+    t->out_type = fallback_type(type, t->ne[0]);
+    t->fallback = t->out_type != type;
+}
+
+static tq_status plan(ctx *c)
+{
+    const tq_quantize_opts *o = c->o;
+    const int gguf = c->g != NULL;
+    const int64_t nsrc = gguf ? tq_gguf_n_tensors(c->g) : tq_st_n_tensors(c->st);
+    int have_lm = 0;
+    int64_t embed_at = -1;
+    for (int64_t i = 0; i < nsrc; i++) {
+        qt t;
+        memset(&t, 0, sizeof(t));
+        const char *name;
+        if (gguf) {
+            tq_gguf_tensor_info gi;
+            tq_status st = tq_gguf_tensor(c->g, i, &gi);
+            if (st)
+                return st;
+            name = gi.name;
+            t.n_dims = gi.n_dims;
+            for (int d = 0; d < 4; d++)
+                t.ne[d] = gi.ne[d];
+            t.src_type = gi.type;
+            t.src_type_name = tq_ggml_type_name(gi.type);
+            t.src_nbytes = gi.nbytes;
+            t.n = gi.n_elem;
+            if (!tq_ggml_can_dequant(gi.type))
+                return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which this "
+                               "library cannot decode", o->src, name, t.src_type_name);
+        } else {
+            tq_st_tensor_info si;
+            tq_status st = tq_st_tensor(c->st, i, &si);
+            if (st)
+                return st;
+            name = si.name;
+            if (si.n_dims < 1 || si.n_dims > 4)
+                return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has %d dimensions (1..4)",
+                               o->src, name, si.n_dims);
+            if (si.dtype != TQ_ST_F32 && si.dtype != TQ_ST_F16 && si.dtype != TQ_ST_BF16)
+                return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has dtype %s (F32/F16/BF16 "
+                               "sources only)", o->src, name, tq_st_dtype_name(si.dtype));
+            t.n_dims = si.n_dims;
+            for (int d = 0; d < 4; d++)
+                t.ne[d] = d < si.n_dims ? si.shape[si.n_dims - 1 - d] : 1;
+            t.src_type = si.dtype;
+            t.src_type_name = tq_st_dtype_name(si.dtype);
+            t.src_nbytes = si.nbytes;
+            t.n = si.n_elem;
+        }
+        if (strlen(name) >= sizeof(t.name))
+            return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor name too long: '%s'", o->src, name);
+        snprintf(t.name, sizeof(t.name), "%s", name);
+        snprintf(t.src, sizeof(t.src), "%s", name);
+        t.src_idx = i;
+        t.cols = t.ne[0];
+        t.rows = t.n / (t.cols ? t.cols : 1);
+        t.role = classify(name, gguf, c->cfg->arch, &t.layer);
+        if (t.layer >= c->cfg->n_layers)
+            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' names layer %d of %d", o->src, name,
+                           t.layer, c->cfg->n_layers);
+        if (o->rotate) {
+            if (t.role == R_OTHER)
+                return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: --rotate: tensor '%s' has no known place "
+                               "in the %s fold (unknown tensor; not rotated models only)", o->src,
+                               name, tq_arch_name(c->cfg->arch));
+            if (below_8_bits(c, t.src_type) && !o->dequantize_source)
+                return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: rotation needs full-precision source "
+                               "weights: tensor '%s' is %s; pass --dequantize-source to fold the "
+                               "dequantized values (the teacher is then the dequantized source)",
+                               o->src, name, t.src_type_name);
+        }
+        if (t.role == R_LMHEAD)
+            have_lm = 1;
+        choose_type(c, &t);
+        tq_status st = add_tensor(c, &t);
+        if (st)
+            return st;
+        if (t.role == R_EMBED)
+            embed_at = c->nt - 1;
+    }
+    if (c->untie && !have_lm) {
+        if (embed_at < 0)
+            return TQ_FAIL(TQ_E_FORMAT, "%s: tied embeddings but no embedding tensor", o->src);
+        qt t = c->t[embed_at];
+        snprintf(t.name, sizeof(t.name), "%s", gguf ? "output.weight" : "lm_head.weight");
+        t.role = R_LMHEAD;
+        t.fallback = 0;
+        choose_type(c, &t);
+        tq_status st = add_tensor(c, &t);
+        if (st)
+            return st;
+    } else {
+        c->untie = 0;
+    }
+    return TQ_OK;
+}
+
+/* ---- the fold ------------------------------------------------------------------------------- */
+static float eff_gain(const ctx *c, float stored)
+{
+    return c->cfg->norm_plus_one ? 1.0f + stored : stored;
+}
+
+static tq_status load_gains(ctx *c)
+{
+    const int H = c->cfg->hidden, L = c->cfg->n_layers;
+    c->g_attn = tq_malloc((size_t)L * H * sizeof(float));
+    c->g_ffn = tq_malloc((size_t)L * H * sizeof(float));
+    c->g_out = tq_malloc((size_t)H * sizeof(float));
+    if (!c->g_attn || !c->g_ffn || !c->g_out)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    int found_out = 0;
+    int *found = tq_calloc((size_t)L * 2, sizeof(int));
+    if (!found)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    tq_status st = TQ_OK;
+    for (int64_t i = 0; i < c->nt && !st; i++) {
+        const qt *t = &c->t[i];
+        float *dst = NULL;
+        if (t->role == R_ATTN_NORM)
+            dst = c->g_attn + (size_t)t->layer * H, found[2 * t->layer] = 1;
+        else if (t->role == R_FFN_NORM)
+            dst = c->g_ffn + (size_t)t->layer * H, found[2 * t->layer + 1] = 1;
+        else if (t->role == R_OUT_NORM)
+            dst = c->g_out, found_out = 1;
+        if (!dst)
+            continue;
+        if (t->n != H) {
+            st = TQ_FAIL(TQ_E_FORMAT, "%s: norm '%s' has %lld elements, hidden is %d",
+                         c->o->src, t->name, (long long)t->n, H);
+            break;
+        }
+        if ((st = read_f32(c, t, dst)))
+            break;
+        for (int j = 0; j < H; j++)
+            dst[j] = eff_gain(c, dst[j]);
+    }
+    for (int l = 0; l < L && !st; l++)
+        if (!found[2 * l] || !found[2 * l + 1])
+            st = TQ_FAIL(TQ_E_FORMAT, "%s: layer %d lacks its %s norm (gamma fold)", c->o->src,
+                         l, found[2 * l] ? "MLP input" : "attention input");
+    if (!st && !found_out)
+        st = TQ_FAIL(TQ_E_FORMAT, "%s: no final norm (gamma fold)", c->o->src);
+    tq_free(found);
+    return st;
+}
+
+/* Apply every fold that touches tensor t (data: rows x cols f32). Returns 1 in *changed if
+ * anything did. */
+static tq_status fold_tensor(const ctx *c, const qt *t, float *x, int *changed)
+{
+    const unsigned f = c->fold;
+    const int H = c->cfg->hidden, hd = c->cfg->head_dim;
+    const int l = t->layer;
+    const int8_t *s1 = (f & TQ_FOLD_R1) ? c->s1 : NULL;
+    const int8_t *s2 = (f & TQ_FOLD_R2) && l >= 0 ? c->s2 + (size_t)l * hd : NULL;
+    const int gam = (f & TQ_FOLD_GAMMA) != 0;
+    tq_status st = TQ_OK;
+    *changed = 0;
+    if (!c->o->rotate)
+        return TQ_OK;
+    if ((t->role >= R_Q && t->role <= R_O) || (t->role >= R_GATE && t->role <= R_DOWN) ||
+        t->role == R_EMBED || t->role == R_LMHEAD) {
+        const int64_t in = t->cols, out = t->rows;
+        const int reader = t->role != R_O && t->role != R_DOWN && t->role != R_EMBED;
+        if ((reader || t->role == R_EMBED) ? in != H : out != H)
+            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' (%lld, %lld) does not have the hidden "
+                           "size %d where the fold needs it", c->o->src, t->name, (long long)out,
+                           (long long)in, H);
+    }
+    switch (t->role) {
+    case R_EMBED:
+        if (s1)
+            st = tq_fold_rows(x, t->rows, t->cols, NULL, s1), *changed = 1;
+        break;
+    case R_LMHEAD:
+        if (s1 || gam)
+            st = tq_fold_rows(x, t->rows, t->cols, gam ? c->g_out : NULL, s1), *changed = 1;
+        break;
+    case R_Q:
+    case R_K:
+    case R_V:
+        if (s1 || gam)
+            st = tq_fold_rows(x, t->rows, t->cols, gam ? c->g_attn + (size_t)l * H : NULL, s1),
+            *changed = 1;
+        if (!st && t->role == R_V && s2)
+            st = tq_fold_head_rows(x, t->rows, t->cols, hd, s2), *changed = 1;
+        break;
+    case R_VB:
+        if (s2)
+            st = tq_fold_head_rows(x, t->n, 1, hd, s2), *changed = 1;
+        break;
+    case R_O:
+        if (s2)
+            st = tq_fold_head_cols(x, t->rows, t->cols, hd, s2), *changed = 1;
+        if (!st && s1)
+            st = tq_fold_cols(x, t->rows, t->cols, s1), *changed = 1;
+        break;
+    case R_GATE:
+    case R_UP:
+        if (s1 || gam)
+            st = tq_fold_rows(x, t->rows, t->cols, gam ? c->g_ffn + (size_t)l * H : NULL, s1),
+            *changed = 1;
+        break;
+    case R_DOWN:
+        if (s1)
+            st = tq_fold_cols(x, t->rows, t->cols, s1), *changed = 1;
+        break;
+    case R_ATTN_NORM:
+    case R_FFN_NORM:
+    case R_OUT_NORM:
+        if (gam) {
+            /* effective gain 1: stored 0 under the (1 + w) convention, else 1 */
+            const float one = c->cfg->norm_plus_one ? 0.0f : 1.0f;
+            for (int64_t i = 0; i < t->n; i++)
+                x[i] = one;
+            *changed = 1;
+        }
+        break;
+    default:
+        break;
+    }
+    return st;
+}
+
+/* ---- statistics ----------------------------------------------------------------------------- */
+static void moments(const float *x, int64_t n, double *maxabs, double *kurt)
+{
+    double s1 = 0, s2 = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s1 += x[i];
+        m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    }
+    const double mean = n ? s1 / (double)n : 0;
+    double s4 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = x[i] - mean;
+        s2 += d * d;
+        s4 += d * d * d * d;
+    }
+    *maxabs = m;
+    const double var = n ? s2 / (double)n : 0;
+    *kurt = var > 0 ? s4 / (double)n / (var * var) - 3.0 : 0;
+}
+
+/* ---- provenance ----------------------------------------------------------------------------- */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* FNV-1a 64 over every source tensor's "name type dims nbytes" line and its first (up to) 4096
+ * data bytes, in file order (docs/FORMAT.md "Provenance"). */
+static tq_status fingerprint(const ctx *c, char out[17])
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint8_t buf[4096];
+    for (int64_t i = 0; i < c->nt; i++) {
+        const qt *t = &c->t[i];
+        if (strcmp(t->name, t->src) != 0)
+            continue; /* synthesized (untied lm_head) */
+        char line[256];
+        const int n = snprintf(line, sizeof(line), "%s %s %lld %lld %lld %lld %zu\n", t->src,
+                               t->src_type_name, (long long)t->ne[0], (long long)t->ne[1],
+                               (long long)t->ne[2], (long long)t->ne[3], t->src_nbytes);
+        h = fnv(h, line, (size_t)n);
+        size_t k = t->src_nbytes < sizeof(buf) ? t->src_nbytes : sizeof(buf);
+        tq_status st;
+        if (c->g) {
+            st = read_raw(c, t, buf, k);
+        } else { /* the first row as f32 (exact for f16/bf16/f32) */
+            k = (size_t)t->cols * sizeof(float);
+            k = k < sizeof(buf) ? k : sizeof(buf);
+            float row[1024];
+            st = t->cols <= 1024 ? tq_weights_read_rows(c->w, t->src, 0, 1, TQ_DTYPE_F32, row,
+                                                        sizeof(row))
+                                 : TQ_OK;
+            if (t->cols > 1024)
+                k = 0;
+            else
+                memcpy(buf, row, k);
+        }
+        if (st)
+            return st;
+        h = fnv(h, buf, k);
+    }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return TQ_OK;
+}
+
+/* ---- output helpers ------------------------------------------------------------------------- */
+static int path_exists(const char *p)
+{
+    struct stat sb;
+    return lstat(p, &sb) == 0;
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        unlink(dir);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *p = path_join(dir, e->d_name);
+        if (p) {
+            struct stat sb;
+            if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
+                remove_tree(p);
+            else
+                unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static tq_status copy_file(const char *from, const char *to, int untie)
+{
+    FILE *f = fopen(from, "rb");
+    if (!f)
+        return TQ_FAIL(TQ_E_IO, "%s: cannot read: %s", from, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    size_t r;
+    while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+            } else {
+                b = nb;
+            }
+        }
+    }
+    fclose(f);
+    if (!b)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory copying %s", from);
+    tq_atomic_file *af;
+    tq_status st = tq_atomic_file_open(to, &af);
+    if (st) {
+        free(b);
+        return st;
+    }
+    FILE *o = tq_atomic_file_stream(af);
+    /* config.json: an untied copy says so ("tie_word_embeddings": false) */
+    const char *key = "\"tie_word_embeddings\"";
+    char *p = untie ? strstr(b, key) : NULL;
+    size_t done = 0;
+    int ok = o != NULL;
+    if (ok && p) {
+        char *v = p + strlen(key);
+        while (v < b + n && (*v == ' ' || *v == ':' || *v == '\t'))
+            v++;
+        if (!strncmp(v, "true", 4)) {
+            ok = fwrite(b, 1, (size_t)(v - b), o) == (size_t)(v - b) && fputs("false", o) >= 0;
+            done = (size_t)(v - b) + 4;
+        }
+    } else if (ok && untie && strstr(from, "config.json")) {
+        /* no key: the family default is tied (gemma3); insert it after the opening brace */
+        char *brace = memchr(b, '{', n);
+        if (brace) {
+            ok = fwrite(b, 1, (size_t)(brace - b) + 1, o) == (size_t)(brace - b) + 1 &&
+                 fputs("\n  \"tie_word_embeddings\": false,", o) >= 0;
+            done = (size_t)(brace - b) + 1;
+        }
+    }
+    ok = ok && fwrite(b + done, 1, n - done, o) == n - done;
+    free(b);
+    if (!ok) {
+        tq_atomic_file_abort(af);
+        return TQ_FAIL(TQ_E_IO, "%s: write failed", to);
+    }
+    return tq_atomic_file_commit(af);
+}
+
+static int ggml_to_st(int type)
+{
+    return type == TQ_GGML_F32 ? TQ_ST_F32 : type == TQ_GGML_F16 ? TQ_ST_F16 : TQ_ST_BF16;
+}
+
+/* llama.cpp's llama_ftype for general.file_type (informational) */
+static uint32_t file_type_of(int type)
+{
+    switch (type) {
+    case TQ_GGML_F32: return 0;
+    case TQ_GGML_F16: return 1;
+    case TQ_GGML_Q4_0: return 2;
+    case TQ_GGML_Q4_1: return 3;
+    case TQ_GGML_Q8_0: return 7;
+    case TQ_GGML_Q5_0: return 8;
+    case TQ_GGML_Q5_1: return 9;
+    case TQ_GGML_Q4_K: return 15; /* Q4_K_M */
+    case TQ_GGML_Q5_K: return 17; /* Q5_K_M */
+    case TQ_GGML_Q6_K: return 18;
+    case TQ_GGML_BF16: return 32;
+    default: return 0;
+    }
+}
+
+void tq_quantize_opts_default(tq_quantize_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->format = TQ_QFORMAT_GGUF;
+    o->type = TQ_GGML_Q8_0;
+    o->seed = 42;
+}
+
+/* ---- setup of the fold ---------------------------------------------------------------------- */
+static tq_status setup_fold(ctx *c)
+{
+    const tq_quantize_opts *o = c->o;
+    const tq_model_config *cfg = c->cfg;
+    c->fold = o->fold ? o->fold : (TQ_FOLD_GAMMA | TQ_FOLD_R1 | TQ_FOLD_R2);
+    if (c->fold & TQ_FOLD_R1)
+        c->fold |= TQ_FOLD_GAMMA; /* R1 commutes only with gain-free RMSNorms */
+    snprintf(c->deviations, sizeof(c->deviations),
+             "no embedding mean-centering; no R4 half-fold on down_proj; no R3; RMSNorm gains "
+             "kept as ones (eps kept); R2 = SpinQuant's per-head v/o; fold in f64, rounded once "
+             "to f32; H_K from our table (hadamard.h), not QuaRot's");
+    if (!o->rotate) {
+        snprintf(c->transform, sizeof(c->transform), "none");
+        return TQ_OK;
+    }
+    if (cfg->arch == TQ_ARCH_GEMMA3 && (c->fold & TQ_FOLD_R1)) {
+        if (o->fold & TQ_FOLD_R1)
+            return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: gemma3: R1 (residual rotation) is not exact: "
+                           "the post_attention/post_feedforward norms scale the residual "
+                           "writers' output element-wise after normalizing it, which does not "
+                           "commute with a rotation (docs/FORMAT.md)", o->src);
+        c->fold &= ~TQ_FOLD_R1;
+        snprintf(c->deviations + strlen(c->deviations),
+                 sizeof(c->deviations) - strlen(c->deviations),
+                 "; gemma3: R1 refused (post-norms scale element-wise after normalizing the "
+                 "residual writers' output: not rotation-invariant); gamma fold of "
+                 "input/pre-feedforward/final norms and R2 applied");
+    }
+    if ((c->fold & TQ_FOLD_R1) && !tq_hadamard_supported(cfg->hidden))
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: --rotate: hidden size n = %d has no Hadamard "
+                       "construction (supported: n = K * 2^m, K in 1 12 20 28 36 40 44 52 60 68 "
+                       "76 84 100 108 124 132 140 148 164)", o->src, cfg->hidden);
+    if ((c->fold & TQ_FOLD_R2) && !tq_hadamard_supported(cfg->head_dim))
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: --rotate: head_dim n = %d has no Hadamard "
+                       "construction (supported: n = K * 2^m, K in 1 12 20 28 36 40 44 52 60 68 "
+                       "76 84 100 108 124 132 140 148 164)", o->src, cfg->head_dim);
+    c->untie = cfg->tied_embeddings && (c->fold & (TQ_FOLD_GAMMA | TQ_FOLD_R1));
+    c->s1 = tq_malloc((size_t)cfg->hidden);
+    c->s2 = tq_malloc((size_t)cfg->n_layers * (size_t)cfg->head_dim);
+    if (!c->s1 || !c->s2)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    tq_rotation_signs(o->seed, 0, cfg->hidden, c->s1);
+    for (int l = 0; l < cfg->n_layers; l++)
+        tq_rotation_signs(o->seed, 1 + (uint64_t)l, cfg->head_dim,
+                          c->s2 + (size_t)l * cfg->head_dim);
+    const tq_hadamard_base *b1 = tq_hadamard_base_of(cfg->hidden);
+    const tq_hadamard_base *b2 = tq_hadamard_base_of(cfg->head_dim);
+    snprintf(c->transform, sizeof(c->transform),
+             "rotation.hadamard.v1: %s%s%s%s; R = diag(s) H^T/sqrt(n), H = H_K (x) H_2^m; "
+             "R1 n=%d K=%d (%s); R2 n=%d K=%d (%s); signs splitmix64 seed %llu",
+             c->untie ? "untie, " : "", (c->fold & TQ_FOLD_GAMMA) ? "gamma" : "",
+             (c->fold & TQ_FOLD_R1) ? ", R1" : "", (c->fold & TQ_FOLD_R2) ? ", R2" : "",
+             cfg->hidden, b1 ? b1->k : 0, b1 ? b1->name : "-", cfg->head_dim, b2 ? b2->k : 0,
+             b2 ? b2->name : "-", (unsigned long long)o->seed);
+    return TQ_OK;
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+static void ctx_free(ctx *c)
+{
+    tq_free(c->t);
+    tq_free(c->g_attn);
+    tq_free(c->g_ffn);
+    tq_free(c->g_out);
+    tq_free(c->s1);
+    tq_free(c->s2);
+    tq_weights_free(c->w);
+    if (c->fd >= 0)
+        close(c->fd);
+}
+
+static tq_status meta_gguf(ctx *c, tq_gguf_writer *gw, const char *fp)
+{
+    tq_status st = tq_gguf_writer_set_alignment(gw, tq_gguf_alignment(c->g));
+    for (int64_t i = 0; !st && i < tq_gguf_n_kv(c->g); i++) {
+        const char *k = tq_gguf_kv_key(c->g, i);
+        if (!strncmp(k, "turboquant.", 11))
+            continue;
+        st = tq_gguf_writer_copy_kv(gw, c->g, i);
+    }
+    if (!st)
+        st = tq_gguf_writer_set_u32(gw, "general.file_type", file_type_of(c->o->type));
+    if (!st)
+        st = tq_gguf_writer_set_u32(gw, "general.quantization_version", 2);
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%llu", (unsigned long long)c->o->seed);
+    const char *kv[][2] = {
+        {"turboquant.version", tq_version_string()},
+        {"turboquant.command", c->o->command_line ? c->o->command_line : ""},
+        {"turboquant.source_fingerprint", fp},
+        {"turboquant.transform", c->transform},
+        {"turboquant.seed", c->o->rotate ? seed : ""},
+        {"turboquant.deviations", c->o->rotate ? c->deviations : ""},
+    };
+    for (size_t i = 0; !st && i < sizeof(kv) / sizeof(kv[0]); i++)
+        st = tq_gguf_writer_set_str(gw, kv[i][0], kv[i][1]);
+    return st;
+}
+
+static tq_status meta_st(ctx *c, tq_st_writer *sw, const char *fp)
+{
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%llu", (unsigned long long)c->o->seed);
+    const char *kv[][2] = {
+        {"format", "pt"},
+        {"turboquant.version", tq_version_string()},
+        {"turboquant.command", c->o->command_line ? c->o->command_line : ""},
+        {"turboquant.source_fingerprint", fp},
+        {"turboquant.transform", c->transform},
+        {"turboquant.seed", c->o->rotate ? seed : ""},
+        {"turboquant.deviations", c->o->rotate ? c->deviations : ""},
+    };
+    tq_status st = TQ_OK;
+    for (size_t i = 0; !st && i < sizeof(kv) / sizeof(kv[0]); i++)
+        st = tq_st_writer_set_metadata(sw, kv[i][0], kv[i][1]);
+    return st;
+}
+
+static tq_status check_finite(const ctx *c, const qt *t, const float *x)
+{
+    for (int64_t i = 0; i < t->n; i++)
+        if (!isfinite(x[i]))
+            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' holds a non-finite value at element "
+                           "%lld", c->o->src, t->src, (long long)i);
+    return TQ_OK;
+}
+
+static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_quantize_result *r)
+{
+    const tq_quantize_opts *o = c->o;
+    uint64_t bytes_in = 0, done_in = 0;
+    for (int64_t i = 0; i < c->nt; i++)
+        bytes_in += c->t[i].src_nbytes;
+    tq_status st = TQ_OK;
+    for (int64_t i = 0; i < c->nt && !st; i++) {
+        const qt *t = &c->t[i];
+        size_t ob;
+        if ((st = tq_ggml_nbytes(t->out_type, t->n, &ob)))
+            break;
+        float *x = tq_malloc((size_t)t->n * sizeof(float));
+        void *q = tq_malloc(ob ? ob : 1);
+        if (!x || !q) {
+            tq_free(x);
+            tq_free(q);
+            st = TQ_FAIL(TQ_E_NOMEM, "out of memory for tensor '%s' (%lld elements)", t->name,
+                         (long long)t->n);
+            break;
+        }
+        tq_quantize_tensor_stats s;
+        memset(&s, 0, sizeof(s));
+        s.name = t->name;
+        s.src_type = t->src_type_name;
+        s.out_type = tq_ggml_type_name(t->out_type);
+        s.n = t->n;
+        if (!(st = read_f32(c, t, x)))
+            st = check_finite(c, t, x);
+        if (!st && o->stats)
+            moments(x, t->n, &s.maxabs_in, &s.kurt_in);
+        if (!st)
+            st = fold_tensor(c, t, x, &s.folded);
+        if (!st && o->stats)
+            moments(x, t->n, &s.maxabs_out, &s.kurt_out);
+        if (!st)
+            st = tq_ggml_quantize(t->out_type, x, t->n, q, ob);
+        if (!st && o->stats) {
+            float *y = tq_malloc((size_t)t->n * sizeof(float));
+            if (y && tq_ggml_dequant(t->out_type, q, ob, y, t->n) == TQ_OK) {
+                double e = 0, d = 0;
+                for (int64_t j = 0; j < t->n; j++) {
+                    e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
+                    d += (double)x[j] * x[j];
+                }
+                s.rel_rmse = d > 0 ? sqrt(e / d) : sqrt(e);
+            }
+            tq_free(y);
+        }
+        if (!st && gw)
+            st = tq_gguf_writer_write(gw, q, ob);
+        if (!st && sw) {
+            int64_t shape[4];
+            for (int d = 0; d < t->n_dims; d++)
+                shape[d] = t->ne[t->n_dims - 1 - d];
+            st = tq_st_writer_add(sw, t->name, ggml_to_st(t->out_type), t->n_dims, shape, q, ob);
+        }
+        tq_free(x);
+        tq_free(q);
+        if (st)
+            break;
+        r->bytes_out += ob;
+        r->n_fallback += t->fallback;
+        done_in += t->src_nbytes;
+        if (o->on_tensor)
+            o->on_tensor(o->ctx, &s);
+        if (o->on_progress) {
+            tq_quantize_progress p = {i + 1, c->nt, done_in, bytes_in, t->name};
+            o->on_progress(o->ctx, &p);
+        }
+    }
+    r->bytes_in = bytes_in;
+    r->n_tensors = c->nt;
+    return st;
+}
+
+static const char *const hf_side_files[] = {
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "generation_config.json", "tokenizer.model", "chat_template.jinja",
+};
+
+tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
+{
+    if (!o || !o->src || !o->out || !res)
+        return TQ_FAIL(TQ_E_ARG, "tq_quantize: NULL argument");
+    memset(res, 0, sizeof(*res));
+    if (o->format != TQ_QFORMAT_GGUF && o->format != TQ_QFORMAT_SAFETENSORS)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq quantize: output format %d not supported (gguf, "
+                       "safetensors)", (int)o->format);
+    if (!tq_ggml_can_quantize(o->type))
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq quantize: no quantizer for type %s; supported: F32 "
+                       "F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K",
+                       tq_ggml_type_name(o->type));
+    if (o->format == TQ_QFORMAT_SAFETENSORS && o->type != TQ_GGML_F32 &&
+        o->type != TQ_GGML_F16 && o->type != TQ_GGML_BF16)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq quantize: safetensors output is unquantized: --type "
+                       "F32, F16 or BF16 (block types: --format gguf)");
+    if (path_exists(o->out) && !o->force)
+        return TQ_FAIL(TQ_E_ARG, "%s: output exists; pass --force to replace it", o->out);
+    if (!strcmp(o->src, o->out))
+        return TQ_FAIL(TQ_E_ARG, "%s: output and source are the same path", o->out);
+
+    ctx c;
+    memset(&c, 0, sizeof(c));
+    c.o = o;
+    c.fd = -1;
+    tq_status st = tq_weights_open(o->src, &c.w);
+    if (st)
+        return st;
+    c.g = tq_weights_gguf(c.w);
+    if (c.g && (c.fd = open(tq_gguf_path(c.g), O_RDONLY | O_CLOEXEC)) < 0) {
+        st = TQ_FAIL(TQ_E_IO, "%s: cannot open: %s", o->src, strerror(errno));
+        goto out;
+    }
+    c.st = tq_weights_st(c.w);
+    c.cfg = tq_weights_config(c.w);
+    if (c.cfg->arch == TQ_ARCH_UNKNOWN) {
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, mistral, "
+                     "qwen2, qwen3, gemma3)", o->src, c.cfg->arch_name);
+        goto out;
+    }
+    if (o->format == TQ_QFORMAT_GGUF && !c.g) {
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: GGUF output needs a GGUF source (its metadata and "
+                     "tokenizer are copied); convert with llama.cpp's convert_hf_to_gguf.py first, "
+                     "or use --format safetensors", o->src);
+        goto out;
+    }
+    if (o->format == TQ_QFORMAT_SAFETENSORS && !c.st) {
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: safetensors output needs a Hugging Face safetensors "
+                     "source (config.json and tokenizer files are copied); use --format gguf",
+                     o->src);
+        goto out;
+    }
+    if ((st = setup_fold(&c)) || (st = plan(&c)))
+        goto out;
+    if (o->rotate && (c.fold & TQ_FOLD_GAMMA) && (st = load_gains(&c)))
+        goto out;
+    char fp[17];
+    if ((st = fingerprint(&c, fp)))
+        goto out;
+    snprintf(res->transform, sizeof(res->transform), "%s", c.transform);
+
+    if (o->format == TQ_QFORMAT_GGUF) {
+        tq_gguf_writer *gw = NULL;
+        if ((st = tq_gguf_writer_create(o->out, &gw)))
+            goto out;
+        st = meta_gguf(&c, gw, fp);
+        for (int64_t i = 0; !st && i < c.nt; i++)
+            st = tq_gguf_writer_add_tensor(gw, c.t[i].name, c.t[i].out_type, c.t[i].n_dims,
+                                           c.t[i].ne);
+        if (!st)
+            st = tq_gguf_writer_begin(gw);
+        if (!st)
+            st = run_tensors(&c, gw, NULL, res);
+        if (!st)
+            st = tq_gguf_writer_finish(gw);
+        tq_gguf_writer_free(gw);
+        goto out;
+    }
+
+    /* safetensors directory: build OUT.tmp.<pid>, rename into place at the end */
+    char tmp[4096], old[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", o->out, (long)getpid());
+    snprintf(old, sizeof(old), "%s.old.%ld", o->out, (long)getpid());
+    remove_tree(tmp);
+    if (mkdir(tmp, 0777) != 0) {
+        st = TQ_FAIL(TQ_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto out;
+    }
+    tq_st_writer *sw = NULL;
+    char *stp = path_join(tmp, "model.safetensors");
+    st = stp ? tq_st_writer_create(stp, 0, &sw) : TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    free(stp);
+    if (!st)
+        st = meta_st(&c, sw, fp);
+    if (!st)
+        st = run_tensors(&c, NULL, sw, res);
+    if (!st)
+        st = tq_st_writer_finish(sw);
+    tq_st_writer_free(sw);
+    const char *srcdir = o->src;
+    char dirbuf[4096];
+    if (!is_dir(srcdir)) {
+        snprintf(dirbuf, sizeof(dirbuf), "%s", o->src);
+        char *slash = strrchr(dirbuf, '/');
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(dirbuf, sizeof(dirbuf), ".");
+        srcdir = dirbuf;
+    }
+    for (size_t i = 0; !st && i < sizeof(hf_side_files) / sizeof(hf_side_files[0]); i++) {
+        char *from = path_join(srcdir, hf_side_files[i]);
+        char *to = path_join(tmp, hf_side_files[i]);
+        if (!from || !to)
+            st = TQ_FAIL(TQ_E_NOMEM, "out of memory");
+        else if (path_exists(from))
+            st = copy_file(from, to, c.untie && i == 0);
+        free(from);
+        free(to);
+    }
+    if (!st && path_exists(o->out)) {
+        if (rename(o->out, old) != 0)
+            st = TQ_FAIL(TQ_E_IO, "%s: cannot move the old output aside: %s", o->out,
+                         strerror(errno));
+    }
+    if (!st && rename(tmp, o->out) != 0) {
+        st = TQ_FAIL(TQ_E_IO, "%s: cannot rename %s into place: %s", o->out, tmp,
+                     strerror(errno));
+        rename(old, o->out);
+    }
+    if (!st)
+        remove_tree(old);
+    else
+        remove_tree(tmp);
+out:
+    ctx_free(&c);
+    return st;
+}

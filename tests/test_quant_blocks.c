@@ -1,0 +1,162 @@
+/* test_quant_blocks.c -- the GGUF block quantizers (src/quant/quant_ggml.c) block by block:
+ * 1. against the `gguf` Python package (goldens by scripts/quant/gen_block_goldens.py in
+ *    tests/data/quant): our dequantization of random blocks equals the package's (the layout our
+ *    quantizers write is the one the package reads), and our Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 bytes equal
+ *    the package's quantize() on the same inputs;
+ * 2. round trip on seeded random data with outliers: relative RMS error and the worst error per
+ *    block (in units of the block's max |x|) within per-type bounds; an all-zero block decodes to
+ *    zeros; the output does not depend on the chunking of the call;
+ * 3. refusals: unknown type, a count that is not a block multiple, a short buffer. */
+#include "core/rng.h"
+#include "t.h"
+#include "turboquant.h"
+
+static const char *const names[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+                                    "Q4_K", "Q5_K", "Q6_K"};
+static const int types[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
+                            TQ_GGML_Q5_1, TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K};
+/* Bounds of the round trip on N(0,1) data with 1% outliers x10. Worst error per block in units of
+ * its max |x|: from the rules (Q8_0 half a step 0.5/127; Q4_0/Q5_0 one step 1/8, 1/16 at the
+ * clipped end; Q4_1/Q5_1 half a step of the range, <= 2/30, 2/62) plus f16 rounding of the
+ * scales; the K types and all relative RMS bounds: measured at the default seed + ~15%. */
+static const double rel_rmse_max[] = {0.011, 0.16, 0.115, 0.08, 0.055, 0.11, 0.056, 0.031};
+static const double worst_max[] = {0.0045, 0.13, 0.07, 0.066, 0.035, 0.08, 0.04, 0.02};
+
+static void *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *b = malloc(*n);
+    if (fread(b, 1, *n, f) != *n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    return b;
+}
+
+static void check_golden(int k)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "tests/data/quant/%s.bin", names[k]);
+    size_t n = 0;
+    uint8_t *b = slurp(path, &n);
+    CHECK(b != NULL && n > 24 && !memcmp(b, "TQQB", 4), "%s: cannot read %s", names[k], path);
+    if (!b)
+        return;
+    uint32_t h[4];
+    memcpy(h, b + 4, 16);
+    const uint32_t nb = h[1], bv = h[2], bb = h[3];
+    CHECK((int)h[0] == types[k] && bv == tq_ggml_block_size(types[k]) &&
+              bb == tq_ggml_type_size(types[k]), "%s: header", names[k]);
+    const uint8_t *raw = b + 20;
+    float deq[64 * 256], mine[64 * 256];
+    memcpy(deq, raw + (size_t)nb * bb, sizeof(float) * nb * bv);
+    tq_status st = tq_ggml_dequant_ref(types[k], raw, (size_t)nb * bb, mine, (int64_t)nb * bv);
+    CHECK(st == TQ_OK, "%s: dequant: %s", names[k], tq_last_error());
+    int exact = 0;
+    double worst = 0;
+    for (uint32_t i = 0; i < nb * bv; i++) {
+        exact += mine[i] == deq[i];
+        const double e = fabs((double)mine[i] - deq[i]) / (fabs(deq[i]) + 1e-30);
+        worst = e > worst ? e : worst;
+    }
+    printf("%-5s dequant vs gguf: %d/%u exact, worst relative difference %.3g\n", names[k],
+           exact, nb * bv, worst);
+    CHECK(worst <= 1e-6, "%s: our dequant differs from the gguf package's by %.3g", names[k],
+          worst);
+    const uint8_t *p = raw + (size_t)nb * bb + sizeof(float) * nb * bv;
+    uint32_t has_q;
+    memcpy(&has_q, p, 4);
+    p += 4;
+    if (has_q) {
+        const float *x = (const float *)(const void *)p; /* file offsets keep 4-byte alignment */
+        float xs[64 * 32];
+        memcpy(xs, x, sizeof(float) * nb * bv);
+        const uint8_t *ref = p + sizeof(float) * nb * bv;
+        uint8_t q[64 * 34];
+        st = tq_ggml_quantize(types[k], xs, (int64_t)nb * bv, q, sizeof(q));
+        CHECK(st == TQ_OK, "%s: quantize: %s", names[k], tq_last_error());
+        int same = 0;
+        for (uint32_t i = 0; i < nb; i++)
+            same += !memcmp(q + (size_t)i * bb, ref + (size_t)i * bb, bb);
+        printf("%-5s quantize vs gguf: %d/%u blocks byte-identical\n", names[k], same, nb);
+        CHECK(same == (int)nb, "%s: %u of %u blocks differ from the gguf package's quantize()",
+              names[k], nb - same, nb);
+    }
+    free(b);
+}
+
+static void check_roundtrip(int k, tq_rng *r)
+{
+    enum { N = 256 * 64 };
+    static float x[N], y[N], y2[N];
+    static uint8_t q[N * 2], q2[N * 2];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)tq_rng_normal(r);
+        if (tq_rng_u64(r) % 100 == 0)
+            x[i] *= 10.0f;
+    }
+    for (int i = 0; i < 256; i++)
+        x[i] = 0.0f; /* an all-zero block (one super-block) */
+    for (int i = 256; i < 512; i++)
+        x[i] = 0.25f + 0.001f * (float)(i % 7); /* positive only: the min/offset path */
+    const int type = types[k];
+    size_t nb;
+    tq_ggml_nbytes(type, N, &nb);
+    CHECK(tq_ggml_quantize(type, x, N, q, sizeof(q)) == TQ_OK, "%s: quantize", names[k]);
+    CHECK(tq_ggml_dequant_ref(type, q, nb, y, N) == TQ_OK, "%s: dequant", names[k]);
+    double e2 = 0, x2 = 0, worst = 0;
+    const int64_t bs = tq_ggml_block_size(type);
+    for (int64_t b0 = 0; b0 < N; b0 += bs) {
+        double amax = 0;
+        for (int64_t i = b0; i < b0 + bs; i++)
+            amax = fabs(x[i]) > amax ? fabs(x[i]) : amax;
+        for (int64_t i = b0; i < b0 + bs; i++) {
+            const double d = (double)y[i] - x[i];
+            e2 += d * d;
+            x2 += (double)x[i] * x[i];
+            if (amax > 0)
+                worst = fabs(d) / amax > worst ? fabs(d) / amax : worst;
+            else
+                CHECK(y[i] == 0.0f, "%s: zero block decoded to %g", names[k], y[i]);
+        }
+    }
+    const double rel = sqrt(e2 / x2);
+    printf("%-5s round trip: relative RMS error %.4f (bound %.3f), worst |error|/block max %.4f "
+           "(bound %.3f)\n", names[k], rel, rel_rmse_max[k], worst, worst_max[k]);
+    CHECK(rel <= rel_rmse_max[k], "%s: relative RMS error %.4f > %.3f", names[k], rel,
+          rel_rmse_max[k]);
+    CHECK(worst <= worst_max[k], "%s: worst error %.4f of the block max > %.3f", names[k], worst,
+          worst_max[k]);
+    /* chunking: quantizing the second half alone gives the same bytes */
+    CHECK(tq_ggml_quantize(type, x + N / 2, N / 2, q2, sizeof(q2)) == TQ_OK &&
+              !memcmp(q2, q + nb / 2, nb / 2), "%s: output depends on the call's extent",
+          names[k]);
+    (void)y2;
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv, "test_quant_blocks");
+    tq_rng r;
+    tq_rng_seed(&r, t_seed);
+    for (int k = 0; k < 8; k++) {
+        check_golden(k);
+        check_roundtrip(k, &r);
+    }
+    float x[64] = {0};
+    uint8_t q[256];
+    CHECK(tq_ggml_quantize(TQ_GGML_Q2_K, x, 256, q, sizeof(q)) == TQ_E_UNSUPPORTED,
+          "Q2_K refused");
+    printf("refusal: %s\n", tq_last_error());
+    CHECK(tq_ggml_quantize(TQ_GGML_Q8_0, x, 33, q, sizeof(q)) != TQ_OK, "33 values refused");
+    CHECK(tq_ggml_quantize(TQ_GGML_Q8_0, x, 64, q, 67) == TQ_E_ARG, "short buffer refused");
+    CHECK(tq_ggml_can_quantize(TQ_GGML_Q6_K) && !tq_ggml_can_quantize(TQ_GGML_Q3_K),
+          "can_quantize");
+    return t_done();
+}
