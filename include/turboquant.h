@@ -76,16 +76,35 @@ typedef void (*tq_task_fn)(void *ctx, int ith, int nth);
 /* tq_pool_run() -- run fn on every thread of the pool and wait for all. A NULL pool runs
  * fn(ctx, 0, 1) on the caller. Not re-entrant: one job at a time per pool. */
 TQ_API void tq_pool_run(tq_pool *pool, tq_task_fn fn, void *ctx);
+/* tq_pool_set_default_spin() -- pause iterations a worker of pools created from now on spins
+ * before it sleeps between jobs (default 2000, about 10-50 us; 0 = always sleep, best on an
+ * oversubscribed machine; < 0 = back to the default). Process-wide; call it at start. */
+TQ_API void tq_pool_set_default_spin(int spin);
 
 /* ---- CPU -------------------------------------------------------------------------------- */
 /* Instruction-set levels the CPU kernels are built for. Pinned values. */
 typedef enum tq_isa { TQ_ISA_SCALAR = 0, TQ_ISA_AVX2 = 1, TQ_ISA_AVX512 = 2, TQ_ISA_COUNT } tq_isa;
-/* tq_cpu_isa() -- the level kernels use: the best this CPU supports, lowered by the environment
- * variable TQ_CPU=scalar|avx2|avx512 (a request above what the CPU has is clamped, with a warning). */
+/* tq_cpu_isa() -- the level kernels use: the best this CPU supports, or what tq_cpu_select()
+ * chose. The library reads no environment variable; the tq tool maps TQ_CPU (and --cpu) here. */
 TQ_API tq_isa tq_cpu_isa(void);
+/* tq_cpu_select() -- make the kernels use level isa from now on (process-wide; call it at start,
+ * before models, caches and pools exist). Errors: TQ_E_ARG (not a level), TQ_E_UNSUPPORTED
+ * (this CPU cannot run it; the level in use does not change). */
+TQ_API tq_status tq_cpu_select(tq_isa isa);
 /* tq_cpu_supports() -- 1 if this CPU (and OS) can run kernels of that level. */
 TQ_API int tq_cpu_supports(tq_isa isa);
 TQ_API const char *tq_isa_name(tq_isa isa);
+
+/* ---- log ------------------------------------------------------------------------------------ */
+/* Messages the library prints to stderr ("tq: warning: ..."), by level. */
+typedef enum tq_log_level {
+    TQ_LOG_ERROR = 0,
+    TQ_LOG_WARN = 1, /* default */
+    TQ_LOG_INFO = 2,
+    TQ_LOG_DEBUG = 3
+} tq_log_level;
+/* tq_log_set_level() -- print messages up to lvl from now on (process-wide). */
+TQ_API void tq_log_set_level(tq_log_level lvl);
 
 /* ---- memory accounting ---------------------------------------------------------------------- */
 /* tq_alloc_count() -- number of allocations the library has made so far (all threads). Tests use

@@ -4,8 +4,8 @@
 tq_test(test_attn_invariance LABELS fast)
 tq_test(test_attn_window LABELS fast)
 foreach(t test_attn_invariance test_turbo_attn)
-    add_test(NAME ${t}_scalar COMMAND ${t} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    add_test(NAME ${t}_scalar COMMAND ${t} --cpu scalar WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(${t}_scalar PROPERTIES LABELS fast SKIP_RETURN_CODE 77 TIMEOUT 300
-        ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR};TQ_CPU=scalar")
+        ENVIRONMENT "TQ_SRC_DIR=${PROJECT_SOURCE_DIR}")
 endforeach()
 tq_test(test_attn_bench LABELS slow)

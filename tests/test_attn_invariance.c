@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "model/kvcache_turbo.h"
 #include "t.h"
+#include "t_cpu.h"
 
 static float *randv(tq_rng *r, size_t n, float sd)
 {
@@ -55,12 +56,12 @@ static void run(const char *sch, const char *turbo_mode, int hd, int nh, int nkv
 {
     tq_kv_scheme s;
     CHECK(tq_kv_scheme_parse(sch, &s) == TQ_OK, "parse %s", sch);
-    if (turbo_mode)
-        setenv("TQ_TURBO_ATTN", "both", 1);
     tq_kvcache *c = NULL;
     const int n_layers = 2;
     int win[2] = {window, 0};
     tq_status st = tq_kvcache_create(s, n_layers, nh, nkv, hd, n, 1.0f / sqrtf((float)hd), 2, &c);
+    if (!st && turbo_mode)
+        st = tq_kvc_turbo_set_attn(c, TQ_TURBO_ATTN_BOTH);
     CHECK(st == TQ_OK, "%s create: %s", sch, tq_last_error());
     if (st)
         return;
@@ -106,12 +107,14 @@ static void run(const char *sch, const char *turbo_mode, int hd, int nh, int nkv
     free(ref);
     free(o);
     tq_kvcache_free(c);
-    unsetenv("TQ_TURBO_ATTN");
 }
 
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_attn_invariance");
+    const int cpu_rc = t_cpu_args(argc, argv); /* --cpu ISA */
+    if (cpu_rc)
+        return cpu_rc;
     printf("isa: %s\n", tq_isa_name(tq_cpu_isa()));
     tq_rng r;
     tq_rng_seed(&r, t_seed);

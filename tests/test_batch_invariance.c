@@ -24,6 +24,7 @@
 #include "cpu/matvec.h"
 #include "model/engine.h"
 #include "t.h"
+#include "t_cpu.h"
 
 /* ---- 1. kernels ------------------------------------------------------------------------- */
 
@@ -290,8 +291,11 @@ static void test_model(const char *path, tq_dtype wt, int P, int n_threads)
 
 int main(int argc, char **argv)
 {
-    setenv("TQ_LOG", "error", 0); /* n_ctx beyond the tiny models' trained 256 warns */
+    tq_log_set_level(TQ_LOG_ERROR); /* n_ctx beyond the tiny models' trained 256 warns */
     t_init(argc, argv, "test_batch_invariance");
+    const int cpu_rc = t_cpu_args(argc, argv); /* --cpu ISA */
+    if (cpu_rc)
+        return cpu_rc;
     const char *model = NULL, *wts = "f32,f16,bf16";
     int P = 100, nt = 1; /* one thread: the tiny models' products run on the caller anyway */
     for (int i = 1; i + 1 < argc; i++) {

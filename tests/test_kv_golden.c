@@ -21,6 +21,7 @@
  * Everything else must be exact. The summary line reports the counts.
  */
 #include "t.h"
+#include "t_cpu.h"
 
 #include "core/core.h"
 #include "core/half.h"
@@ -519,10 +520,9 @@ static void check_section(const golden *g, const section *s, tq_pool *pool2)
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_kv_golden");
-    const char *want = getenv("TQ_CPU");
-    if (want && *want && strcmp(want, tq_isa_name(tq_cpu_isa())))
-        return t_skip(
-            "TQ_CPU names an ISA this CPU cannot run, so the public API would not use it");
+    const int cpu_rc = t_cpu_args(argc, argv); /* --cpu ISA: the public API at that level */
+    if (cpu_rc)
+        return cpu_rc;
     printf("ISA of the public API: %s; kernel tables run in-process:", tq_isa_name(tq_cpu_isa()));
     for (int isa = 0; isa < TQ_ISA_COUNT; isa++)
         if (tq_kv_kernels_get((tq_isa)isa))

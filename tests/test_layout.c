@@ -33,9 +33,6 @@ static const struct {
 static const struct {
     const char *file, *inc, *why;
 } allow[] = {
-    {"src/cpu/dequant_avx2.c", "io/io_internal.h",
-     "the dequant kernel's type ids and function type; the format table (issue 12 item 2, "
-     "common/formats.h) replaces them"},
     {"src/cuda/kv_cuda.cuh", "kv/kv_internal.h",
      "tq_kv_row_bytes1() of the codec module; the CUDA side of issue 12 item 4"},
     {"src/cuda/fwd_session.c", "model/engine.h",

@@ -26,12 +26,12 @@ int main(int argc, char **argv)
     const int counts[] = {1, 2, 7, 16};
     enum { N = 10007 };
     static int64_t out[N];
-    const char *spins[] = {"0", "3000"};
+    const int spins[] = {0, 3000};
     for (unsigned sp = 0; sp < 2; sp++)
     for (unsigned c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-        setenv("TQ_POOL_SPIN", spins[sp], 1);
+        tq_pool_set_default_spin(spins[sp]);
         tq_pool *p = NULL;
-        CHECK(tq_pool_create(counts[c], &p) == TQ_OK, "create %d (spin %s)", counts[c], spins[sp]);
+        CHECK(tq_pool_create(counts[c], &p) == TQ_OK, "create %d (spin %d)", counts[c], spins[sp]);
         CHECK(tq_pool_size(p) == counts[c], "size");
         int hits[16] = {0};
         job j = {N, out, hits};

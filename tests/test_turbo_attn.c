@@ -12,6 +12,7 @@
 #include "kv/kv_internal.h"
 #include "model/kvcache_turbo.h"
 #include "t.h"
+#include "t_cpu.h"
 
 /* fused vs the float64 oracle, elementwise |fused - oracle| <= ATOL + RTOL * |oracle|: the
  * fused scores are float dot products (~1e-6 relative), the oracle's are double. */
@@ -137,10 +138,13 @@ static void run_case(const char *sch, int hd, int nh, int nkv, int n_layers, int
     tq_kvcache *c1 = NULL, *c2 = NULL;
     const int64_t n_ctx = n_pre + n_dec;
     const float scale = 1.0f / sqrtf((float)hd);
-    setenv("TQ_TURBO_ATTN", "both", 1);
     tq_status st = tq_kvcache_create(s, n_layers, nh, nkv, hd, n_ctx, scale, 1, &c1);
     if (!st)
         st = tq_kvcache_create(s, n_layers, nh, nkv, hd, n_ctx, scale, 2, &c2);
+    if (!st) /* the reference path too, on the same caches */
+        st = tq_kvc_turbo_set_attn(c1, TQ_TURBO_ATTN_BOTH);
+    if (!st)
+        st = tq_kvc_turbo_set_attn(c2, TQ_TURBO_ATTN_BOTH);
     CHECK(st == TQ_OK, "%s create: %s", sch, tq_last_error());
     if (st)
         goto out;
@@ -218,6 +222,9 @@ out:
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_turbo_attn");
+    const int cpu_rc = t_cpu_args(argc, argv); /* --cpu ISA */
+    if (cpu_rc)
+        return cpu_rc;
     tq_rng r;
     tq_rng_seed(&r, t_seed);
     tq_pool *pool2 = NULL;

@@ -25,11 +25,12 @@ static tq_session *mk(tq_model *m, const char *kv, const char *mode, int ctx)
     tq_session_opts_default(&o);
     tq_kv_scheme_parse(kv, &o.kv);
     o.n_ctx = ctx;
-    setenv("TQ_TURBO_ATTN", mode, 1);
+    o.turbo_attn = !strcmp(mode, "ref")    ? TQ_TURBO_ATTN_REF
+                   : !strcmp(mode, "both") ? TQ_TURBO_ATTN_BOTH
+                                           : TQ_TURBO_ATTN_FUSED;
     tq_session *s = NULL;
     if (tq_session_create(m, &o, &s))
         printf("session %s: %s\n", kv, tq_last_error());
-    unsetenv("TQ_TURBO_ATTN");
     return s;
 }
 

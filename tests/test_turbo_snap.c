@@ -16,10 +16,11 @@
 #define NP 12 /* prompt tokens */
 #define NG 24 /* generated     */
 
-static tq_session *mk(tq_model *m, const char *kv, int ctx)
+static tq_session *mk_attn(tq_model *m, const char *kv, int ctx, tq_turbo_attn attn)
 {
     tq_session_opts o;
     tq_session_opts_default(&o);
+    o.turbo_attn = attn;
     if (tq_kv_scheme_parse(kv, &o.kv))
         return NULL;
     o.n_ctx = ctx;
@@ -28,6 +29,11 @@ static tq_session *mk(tq_model *m, const char *kv, int ctx)
     if (tq_session_create(m, &o, &s))
         printf("session %s: %s\n", kv, tq_last_error());
     return s;
+}
+
+static tq_session *mk(tq_model *m, const char *kv, int ctx)
+{
+    return mk_attn(m, kv, ctx, TQ_TURBO_ATTN_FUSED);
 }
 
 static int argmax(const float *x, int n)
@@ -189,11 +195,8 @@ int main(int argc, char **argv)
     /* fused vs dequantize-window attention through the engine: same greedy tokens */
     {
         int32_t tf[NG], tr[NG];
-        setenv("TQ_TURBO_ATTN", "fused", 1);
-        tq_session *sf = mk(m, "turbo:k4v3", 64);
-        setenv("TQ_TURBO_ATTN", "ref", 1);
-        tq_session *sr = mk(m, "turbo:k4v3", 64);
-        unsetenv("TQ_TURBO_ATTN");
+        tq_session *sf = mk_attn(m, "turbo:k4v3", 64, TQ_TURBO_ATTN_FUSED);
+        tq_session *sr = mk_attn(m, "turbo:k4v3", 64, TQ_TURBO_ATTN_REF);
         CHECK(sf && sr && !strcmp(sf->kv->ops->name, "turbo-fused") &&
                   !strcmp(sr->kv->ops->name, "turbo-dequant-window"), "both paths");
         tq_session_eval(sf, prompt, NP, lg);
@@ -212,9 +215,7 @@ int main(int argc, char **argv)
               tq_last_error());
         const tq_model_config *gc = &g3->cfg;
         tq_session *sb = mk(g3, "bf16", 64), *sf = mk(g3, "turbo:k8v8", 64);
-        setenv("TQ_TURBO_ATTN", "ref", 1);
-        tq_session *sr = mk(g3, "turbo:k8v8", 64);
-        unsetenv("TQ_TURBO_ATTN");
+        tq_session *sr = mk_attn(g3, "turbo:k8v8", 64, TQ_TURBO_ATTN_REF);
         int n_sl = 0, ok_kind = 1;
         for (int l = 0; l < gc->n_layers; l++) {
             const int sl = tq_model_config_layer_is_sliding(gc, l);

@@ -7,9 +7,9 @@
 static void usage(void)
 {
     printf("usage: tq kl [-m MODEL] -f TEXT --kv S[,S...] [--teacher T] [--ctx N] [--chunks N]\n"
-           "             [-t N] [--weights T] [--json F]\n"
+           "             [-t N] [--weights W] [--json F]\n"
            "       tq kl --teacher-dump DUMP -m CANDIDATE [--kv S[,S...]] [-f TEXT] [-t N]\n"
-           "             [--weights T] [--json F]\n\n"
+           "             [--weights W] [--json F]\n\n"
            "Teacher-forced KL: every window of TEXT goes through a cache of scheme T (default\n"
            "f32) and through one cache per scheme S; at every scored position (second half of the\n"
            "window) KL(teacher || scheme) is taken over the full vocabulary. Prints mean, median,\n"
@@ -21,7 +21,7 @@ static void usage(void)
            "  --ctx N       window length, even, 4..1048576 (default 512)\n"
            "  --chunks N    number of windows (default 32; 0 = all)\n"
            "  -t N          threads, 0..256 (default 0 = every core)\n"
-           "  --weights T   in-memory weights: bf16 (default), f16 or f32\n"
+           "  --weights W   native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
            "  --json F      also write the results as JSON to F ('-' = stdout)\n"
            "  --teacher-dump DUMP  score against a dump of `tq teacher` instead of running a\n"
            "                teacher: windows, ctx and tokens come from DUMP; --kv defaults to f32;\n"

@@ -6,7 +6,7 @@
 static void usage(void)
 {
     printf("usage: tq teacher -m TEACHER -f TEXT -o DUMP [--ctx N] [--chunks N] [--top-k K]\n"
-           "                  [--kv S] [--weights T] [-t N]\n\n"
+           "                  [--kv S] [--weights W] [-t N]\n\n"
            "Evaluates TEACHER on the windows tq kl uses (non-overlapping windows of N tokens, the\n"
            "second half of each scored) and writes, per scored position, the K largest logits with\n"
            "their token ids, the full-vocabulary log-sum-exp and the next token, with a header\n"
@@ -19,7 +19,7 @@ static void usage(void)
            "  --chunks N    number of windows (default 32; 0 = all)\n"
            "  --top-k K     logits kept per position, 1..vocabulary (default 2048)\n"
            "  --kv S        the teacher's KV cache (default f32)\n"
-           "  --weights T   in-memory weights: f32 (default for a teacher), bf16 or f16\n"
+           "  --weights W   f32 (default for a teacher), bf16, f16, native, native-f32\n"
            "  -t N          threads, 0..256 (default 0 = every core)\n",
            EVAL_DEFAULT_MODEL);
 }
@@ -27,13 +27,14 @@ static void usage(void)
 int cmd_teacher(int argc, char **argv)
 {
     const char *cmd = "teacher", *out = NULL, *kvs = "f32";
-    eval_args e = {.model = EVAL_DEFAULT_MODEL, .ctx = 512, .chunks = 32,
-                   .weights = 1 + TQ_DTYPE_F32};
+    eval_args e = {.model = EVAL_DEFAULT_MODEL, .ctx = 512, .chunks = 32};
     long top_k = 2048;
     if (cli_is_help(argc, argv)) {
         usage();
         return 0;
     }
+    if (eval_flag(cmd, "--weights", "f32", &e) != 1) /* a teacher's default: f32 weights */
+        return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -121,10 +122,7 @@ int teacher_kl(const char *cmd, const eval_args *e, const char *dump, const tq_k
         free(tokens);
     } else {
         tq_model_opts mo;
-        tq_model_opts_default(&mo);
-        mo.n_threads = (int)e->threads;
-        if (e->weights)
-            mo.weight_type = (tq_dtype)(e->weights - 1);
+        eval_model_opts(&mo, (int)e->threads);
         const tq_status st = tq_model_load(e->model, &mo, &m);
         if (st)
             return cli_error(cmd, st, "cannot load model '%s'", e->model);

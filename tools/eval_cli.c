@@ -1,13 +1,37 @@
 /* eval_cli.c -- shared parts of `tq ppl` and `tq kl` (eval_cli.h). */
 #include "eval_cli.h"
+#include "env_opts.h"
 #include "model_opts.h"
 
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
+/* --weights of the current command (one command per process): eval_open() applies it */
+static tq_model_opts eval_wopts;
+static int eval_wset;
+
+void eval_model_opts(tq_model_opts *mo, int threads)
+{
+    tq_model_opts_default(mo);
+    cli_model_env(mo);
+    if (eval_wset) {
+        mo->weight_store = eval_wopts.weight_store;
+        mo->weight_type = eval_wopts.weight_type;
+        mo->native_f32_act = eval_wopts.native_f32_act;
+    }
+    mo->n_threads = threads;
+}
+
 int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e)
 {
+    if (!strcmp(a, "--weights")) {
+        tq_model_opts_default(&eval_wopts);
+        if (cli_weights(cmd, v, &eval_wopts))
+            return -1;
+        eval_wset = 1;
+        return 1;
+    }
     if (!strcmp(a, "-m") || !strcmp(a, "--model"))
         e->model = v;
     else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
@@ -18,19 +42,7 @@ int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e)
         return cli_long(cmd, a, v, 4, EVAL_MAX_CTX, &e->ctx) ? -1 : 1;
     else if (!strcmp(a, "--chunks"))
         return cli_long(cmd, a, v, 0, INT32_MAX, &e->chunks) ? -1 : 1;
-    else if (!strcmp(a, "--weights")) {
-        if (!strcmp(v, "bf16"))
-            e->weights = 1 + TQ_DTYPE_BF16;
-        else if (!strcmp(v, "f16"))
-            e->weights = 1 + TQ_DTYPE_F16;
-        else if (!strcmp(v, "f32"))
-            e->weights = 1 + TQ_DTYPE_F32;
-        else {
-            fprintf(stderr, "tq %s: --weights '%s' is not a weight type (choose bf16, f16 or "
-                            "f32)\n", cmd, v);
-            return -1;
-        }
-    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         int t = 0;
         if (cli_threads(cmd, a, v, 0, &t))
             return -1;
@@ -104,11 +116,7 @@ int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **to
         return 1;
     }
     fclose(f);
-    tq_model_opts_default(&mo);
-    cli_model_env(&mo);
-    mo.n_threads = threads;
-    if (e->weights)
-        mo.weight_type = (tq_dtype)(e->weights - 1);
+    eval_model_opts(&mo, threads);
     if ((st = tq_model_load(model, &mo, m))) {
         free(buf);
         return cli_error(cmd, st, "cannot load model '%s'", model);

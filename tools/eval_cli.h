@@ -9,11 +9,10 @@
 #define EVAL_MAX_CTX (1 << 20) /* the longest --ctx window (an even number from 4) */
 
 /* The flags both commands take: -m/--model, -f/--file, --json, --ctx/-c, --chunks,
- * -t/--threads, --weights bf16|f16|f32 (in-memory weights; 0 = the library default, bf16). */
+ * -t/--threads, --weights (applied by eval_open / eval_model_opts). */
 typedef struct eval_args {
     const char *model, *text, *json;
     long ctx, chunks, threads;
-    int weights; /* 1 + tq_dtype of --weights; 0 = not given (the library default) */
 } eval_args;
 
 /* eval_flag() -- take flag a with value v if it is a common one: 1 taken, 0 not a common flag,
@@ -26,7 +25,11 @@ int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e);
 int eval_open(const char *cmd, const char *model, const char *text, int threads, tq_model **m,
               int32_t **tokens, int64_t *n_tokens, int32_t *bos);
 
-/* eval_open_ex() -- eval_open() with e's model, text, threads and weights; *text_hash and
+/* eval_model_opts() -- the model options of the current command: defaults, the environment
+ * (cli_model_env), --weights as given to eval_flag, threads. */
+void eval_model_opts(tq_model_opts *mo, int threads);
+
+/* eval_open_ex() -- eval_open() with e's model, text and threads; *text_hash and
  * *tok_fp (may be NULL) receive tq_text_hash() of the text file and tq_tokenizer_fingerprint()
  * of the model's tokenizer (what a teacher dump records). */
 int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **tokens,

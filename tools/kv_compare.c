@@ -3,6 +3,7 @@
  * cache, then memory per token and teacher-forced KL (vs an f32 cache) of bf16, kv8, turbo k8v3
  * and turbo k4v3 on a short built-in text (one window of 256 tokens, loss positions 128..254). */
 #include "cmd_generate.h"
+#include "env_opts.h"
 
 static const char kv_text[] =
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It "
@@ -36,6 +37,7 @@ int kv_compare(const char *cmd, gen_ctx *g, gen_args *a, const int32_t *ids, int
     int rc = 1;
 
     tq_session_opts_default(&so);
+    cli_env_session(&so);
     tq_kv_scheme_parse("turbo", &so.kv);
     so.n_ctx = (int)a->ctx;
     if ((e = tq_session_create(g->model, &so, &s)) ||

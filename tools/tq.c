@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "env_opts.h"
 
 typedef struct command {
     const char *name;
@@ -34,7 +35,8 @@ static int cmd_version(int argc, char **argv)
 {
     char dev[256] = "";
     printf("turboquant %s\n", tq_version_string());
-    printf("cpu kernels: %s (override with TQ_CPU=scalar|avx2|avx512)\n", tq_isa_name(tq_cpu_isa()));
+    printf("cpu kernels: %s (override with tq --cpu ISA or TQ_CPU=scalar|avx2|avx512)\n",
+           tq_isa_name(tq_cpu_isa()));
     printf("cuda: %s", tq_cuda_compiled() ? "compiled in" : "not compiled in");
     if (tq_cuda_available() > 0 && tq_cuda_device_name(dev, sizeof(dev)) == TQ_OK)
         printf(", device 0: %s", dev);
@@ -44,12 +46,12 @@ static int cmd_version(int argc, char **argv)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tq [COMMAND [ARGS...]]\n\n"
+    fprintf(f, "usage: tq [GLOBAL OPTIONS] [COMMAND [ARGS...]]\n\n"
                "turboquant: rotation-based quantization for LLMs (KV-cache codec, weights).\n"
                "Run without a command to do the main job on built-in defaults.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n`tq COMMAND --help` for a command's options.\n");
+    fprintf(f, "\n" CLI_ENV_USAGE "\n`tq COMMAND --help` for a command's options.\n");
 }
 
 /* A closed standard descriptor would be taken by the next open() (a model file, a --json or
@@ -96,6 +98,9 @@ static int finish(int rc)
 int main(int argc, char **argv)
 {
     hold_std_fds();
+    const int env_rc = cli_env_start(&argc, &argv);
+    if (env_rc)
+        exit(finish(env_rc));
     if (argc < 2)
         exit(finish(cmd_default(argc, argv)));
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

@@ -46,8 +46,7 @@ static inline bool tq_add_ok(size_t a, size_t b, size_t *out)
     return true;
 }
 
-/* Logging to stderr. Level from TQ_LOG=error|warn|info|debug (default warn). */
-typedef enum tq_log_level { TQ_LOG_ERROR = 0, TQ_LOG_WARN = 1, TQ_LOG_INFO = 2, TQ_LOG_DEBUG = 3 } tq_log_level;
+/* Logging to stderr at the level of tq_log_set_level() (turboquant.h; default warn). */
 void tq_log(tq_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool tq_log_enabled(tq_log_level lvl);
 

@@ -1,14 +1,13 @@
-/* cpu.c -- CPU feature detection (once) and the TQ_CPU override. The only mutable global state
- * in the library besides the log level. */
+/* cpu.c -- CPU feature detection (once) and the level the kernels use (tq_cpu_select()). With
+ * the log level and the pools' default spin, the only mutable global state in the library. */
 #include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stdatomic.h>
 
 #include "core/core.h"
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static int cpu_has[TQ_ISA_COUNT];
-static tq_isa cpu_chosen;
+static _Atomic int cpu_chosen; /* a tq_isa */
 
 static void detect(void)
 {
@@ -21,32 +20,31 @@ static void detect(void)
                              __builtin_cpu_supports("avx512vl") &&
                              __builtin_cpu_supports("avx512dq");
 #endif
-    cpu_chosen = TQ_ISA_SCALAR;
+    int best = TQ_ISA_SCALAR;
     for (int i = 0; i < TQ_ISA_COUNT; i++)
         if (cpu_has[i])
-            cpu_chosen = (tq_isa)i;
-    const char *want = getenv("TQ_CPU");
-    if (want && *want) {
-        int w = -1;
-        for (int i = 0; i < TQ_ISA_COUNT; i++)
-            if (!strcmp(want, tq_isa_name((tq_isa)i)))
-                w = i;
-        if (w < 0) {
-            tq_log(TQ_LOG_WARN, "TQ_CPU=%s is not one of scalar, avx2, avx512; using %s", want,
-                   tq_isa_name(cpu_chosen));
-        } else if (!cpu_has[w]) {
-            tq_log(TQ_LOG_WARN, "TQ_CPU=%s: this CPU cannot run it; using %s", want,
-                   tq_isa_name(cpu_chosen));
-        } else {
-            cpu_chosen = (tq_isa)w;
-        }
-    }
+            best = i;
+    atomic_store_explicit(&cpu_chosen, best, memory_order_relaxed);
 }
 
 tq_isa tq_cpu_isa(void)
 {
     pthread_once(&cpu_once, detect);
-    return cpu_chosen;
+    return (tq_isa)atomic_load_explicit(&cpu_chosen, memory_order_relaxed);
+}
+
+tq_status tq_cpu_select(tq_isa isa)
+{
+    pthread_once(&cpu_once, detect);
+    if ((unsigned)isa >= TQ_ISA_COUNT)
+        return TQ_FAIL(TQ_E_ARG, "tq_cpu_select: %d is not a CPU level (scalar, avx2, avx512)",
+                       (int)isa);
+    if (!cpu_has[isa])
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cpu_select: this CPU cannot run %s kernels; "
+                                         "staying at %s", tq_isa_name(isa),
+                       tq_isa_name(tq_cpu_isa()));
+    atomic_store_explicit(&cpu_chosen, (int)isa, memory_order_relaxed);
+    return TQ_OK;
 }
 
 int tq_cpu_supports(tq_isa isa)

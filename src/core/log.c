@@ -1,33 +1,19 @@
-/* log.c -- leveled logging to stderr; level from TQ_LOG (error|warn|info|debug). */
-#include <pthread.h>
+/* log.c -- leveled logging to stderr; level set by tq_log_set_level() (the tool maps TQ_LOG). */
+#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "core/core.h"
 
-static pthread_once_t level_once = PTHREAD_ONCE_INIT;
-static int level = TQ_LOG_WARN;
+static _Atomic int level = TQ_LOG_WARN;
 
-static void read_level(void)
+void tq_log_set_level(tq_log_level lvl)
 {
-    const char *s = getenv("TQ_LOG");
-    if (!s)
-        return;
-    if (!strcmp(s, "error"))
-        level = TQ_LOG_ERROR;
-    else if (!strcmp(s, "warn"))
-        level = TQ_LOG_WARN;
-    else if (!strcmp(s, "info"))
-        level = TQ_LOG_INFO;
-    else if (!strcmp(s, "debug"))
-        level = TQ_LOG_DEBUG;
+    atomic_store_explicit(&level, (int)lvl, memory_order_relaxed);
 }
 
 bool tq_log_enabled(tq_log_level lvl)
 {
-    pthread_once(&level_once, read_level);
-    return (int)lvl <= level;
+    return (int)lvl <= atomic_load_explicit(&level, memory_order_relaxed);
 }
 
 void tq_log(tq_log_level lvl, const char *fmt, ...)

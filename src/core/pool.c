@@ -1,11 +1,11 @@
 /* pool.c -- a small fork-join thread pool. tq_pool_run() publishes a job by bumping an atomic
  * generation number, runs slice 0 on the caller and waits until every worker reports done.
- * Between jobs a worker spins on the generation for TQ_POOL_SPIN pause iterations (default
- * 2000), then sleeps on a condition variable, so an idle pool costs no CPU. Decode issues a job
+ * Between jobs a worker spins on the generation for tq_pool_set_default_spin() pause
+ * iterations (default 2000; the tool's TQ_POOL_SPIN), then sleeps on a condition variable, so an idle pool costs no CPU. Decode issues a job
  * every few tens of microseconds; a futex wake-up per job cost as much as the second thread
  * saved (SmolLM2 decode, 2 threads, quiet box: 42-47 tok/s sleeping at once, 78-81 with 2000,
  * 82-85 with 20000; 1 thread 41-42). On an oversubscribed box spinning hurts (2000: -7 %,
- * 4000: -37 % in one loaded run), hence the short default; TQ_POOL_SPIN=0 always sleeps.
+ * 4000: -37 % in one loaded run), hence the short default; 0 always sleeps.
  * The caller waits for the last worker the same way. Work is split by (ith, nth) only, so
  * results never depend on scheduling. */
 #include <pthread.h>
@@ -22,6 +22,12 @@
 #include "core/core.h"
 
 enum { DEFAULT_SPIN = 2000 }; /* pause iterations (~10-50 us): see the measurements above */
+static _Atomic int default_spin = DEFAULT_SPIN; /* tq_pool_set_default_spin()               */
+
+void tq_pool_set_default_spin(int spin)
+{
+    atomic_store_explicit(&default_spin, spin < 0 ? DEFAULT_SPIN : spin, memory_order_relaxed);
+}
 
 struct tq_pool {
     int n;                       /* threads per job, caller included                        */
@@ -95,10 +101,7 @@ tq_status tq_pool_create(int n_threads, tq_pool **out)
     if (!p)
         return TQ_FAIL(TQ_E_NOMEM, "tq_pool_create: out of memory");
     p->n = n_threads;
-    p->spin = DEFAULT_SPIN;
-    const char *s = getenv("TQ_POOL_SPIN");
-    if (s && *s)
-        p->spin = atoi(s) > 0 ? atoi(s) : 0;
+    p->spin = atomic_load_explicit(&default_spin, memory_order_relaxed);
     atomic_init(&p->generation, 0);
     atomic_init(&p->pending, 0);
     atomic_init(&p->quit, 0);

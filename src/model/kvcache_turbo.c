@@ -186,7 +186,7 @@ tq_status tq_kvc_turbo_attend_ref(tq_kvcache *c, int il, const float *q, int64_t
     tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
     if (!t->rscratch)
         return TQ_FAIL(TQ_E_UNSUPPORTED, "turbo cache: reference attention needs the cache "
-                                         "created with TQ_TURBO_ATTN=ref or both");
+                                         "set to TQ_TURBO_ATTN_REF or _BOTH");
     rjob j = {.t = t, .il = il, .q = q, .n_q = n_q, .pos0 = pos0, .out = out};
     tq_pool_run(c->n_threads > 1 ? pool : NULL, ref_task, &j);
     return TQ_OK;
@@ -266,17 +266,11 @@ tq_status tq_kvcache_turbo_create(tq_kv_scheme scheme, int n_layers, int n_heads
         n_threads <= 0)
         return TQ_FAIL(TQ_E_ARG, "kv cache: bad shape (layers %d, heads %d/%d, n_ctx %lld)",
                        n_layers, n_heads, n_kv_heads, (long long)n_ctx);
-    const char *mode = getenv("TQ_TURBO_ATTN");
-    const int want_ref = mode && (!strcmp(mode, "ref") || !strcmp(mode, "both"));
-    if (mode && !want_ref && strcmp(mode, "fused"))
-        tq_log(TQ_LOG_WARN, "TQ_TURBO_ATTN='%s' is not valid (valid: fused, ref, both); using "
-                            "fused", mode);
     tq_kvc_turbo *t = tq_calloc(1, sizeof(*t));
     if (!t)
         return TQ_FAIL(TQ_E_NOMEM, "kv cache: out of memory");
     tq_kvcache *c = &t->base;
-    t->attn_ref = mode && !strcmp(mode, "ref");
-    c->ops = t->attn_ref ? &turbo_ref_ops : &turbo_fused_ops;
+    c->ops = &turbo_fused_ops;
     c->scheme = scheme;
     c->n_layers = n_layers;
     c->n_heads = n_heads;
@@ -323,7 +317,7 @@ tq_status tq_kvcache_turbo_create(tq_kv_scheme scheme, int n_layers, int n_heads
     t->fused_bytes = tq_turbo_fscratch_at(NULL, hd, group, NULL);
     const size_t n_ch = (size_t)((n_ctx + TQ_TURBO_KC - 1) / TQ_TURBO_KC);
     t->part_doubles = (size_t)n_kv_heads * n_ch * TQ_TURBO_QD * group * stride;
-    size_t qb = (size_t)TQ_TURBO_QMAX * n_heads * hd, fb, rb;
+    size_t qb = (size_t)TQ_TURBO_QMAX * n_heads * hd, fb;
     if (!tq_mul_ok(t->fused_bytes, (size_t)n_threads, &fb))
         goto nomem;
     t->fscratch = tq_aligned_alloc(fb);
@@ -331,12 +325,6 @@ tq_status tq_kvcache_turbo_create(tq_kv_scheme scheme, int n_layers, int n_heads
     t->qbuf = tq_aligned_alloc(qb * sizeof(float));
     if (!t->fscratch || !t->part || !t->qbuf)
         goto nomem;
-    if (want_ref) {
-        t->ref_bytes = ref_scratch_at(NULL, n_ctx, hd, NULL, NULL, NULL, NULL);
-        if (!tq_mul_ok(t->ref_bytes, (size_t)n_threads, &rb) ||
-            !(t->rscratch = tq_aligned_alloc(rb)))
-            goto nomem;
-    }
     *out = c;
     return TQ_OK;
 nomem:
@@ -345,4 +333,25 @@ nomem:
 fail:
     turbo_destroy(c);
     return st;
+}
+
+tq_status tq_kvc_turbo_set_attn(tq_kvcache *c, int mode)
+{
+    if (!c || c->scheme.kind != TQ_KV_TURBO)
+        return TQ_OK;
+    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
+    if (mode != TQ_TURBO_ATTN_FUSED && mode != TQ_TURBO_ATTN_REF && mode != TQ_TURBO_ATTN_BOTH)
+        return TQ_FAIL(TQ_E_ARG, "turbo cache: attention path %d is not one of fused (0), ref (1), "
+                                 "both (2)", mode);
+    if (mode != TQ_TURBO_ATTN_FUSED && !t->rscratch) {
+        size_t rb;
+        t->ref_bytes = ref_scratch_at(NULL, c->n_ctx, c->head_dim, NULL, NULL, NULL, NULL);
+        if (!tq_mul_ok(t->ref_bytes, (size_t)c->n_threads, &rb) ||
+            !(t->rscratch = tq_aligned_alloc(rb)))
+            return TQ_FAIL(TQ_E_NOMEM, "turbo cache: out of memory for the reference attention's "
+                                       "scratch");
+    }
+    t->attn_ref = mode == TQ_TURBO_ATTN_REF;
+    c->ops = t->attn_ref ? &turbo_ref_ops : &turbo_fused_ops;
+    return TQ_OK;
 }

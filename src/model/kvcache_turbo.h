@@ -23,7 +23,7 @@
  * in rare near-tie elements. That matters for a quantized cache: a 1-ulp difference in one
  * layer's attention output can push an element of the NEXT layer's K or V across a
  * quantization boundary, and such flips cascade into different text (docs/results.md).
- * Selection: TQ_TURBO_ATTN=ref|fused in the environment at cache creation (default fused).
+ * Selection: tq_kvc_turbo_set_attn() (the session option turbo_attn; default fused).
  *
  * Variants (own names, TQ_KV_FLAG_* in kv.h): "+rk" stores K Hadamard-rotated (tq_kv_rotate_ref
  * on each K row before the affine key encode) and rotates the query the same way at attention
@@ -64,8 +64,13 @@ tq_status tq_kvcache_turbo_create(tq_kv_scheme scheme, int n_layers, int n_heads
                                   int head_dim, int64_t n_ctx, float scale, int n_threads,
                                   const uint8_t *plain_layers, tq_kvcache **out);
 
+/* tq_kvc_turbo_set_attn() -- the attention path of a turbo cache (created fused): mode is a
+ * tq_turbo_attn (model.h); REF and BOTH allocate the reference's scratch. TQ_E_ARG for another
+ * value, TQ_E_NOMEM. A cache of another scheme is left alone (TQ_OK). */
+tq_status tq_kvc_turbo_set_attn(tq_kvcache *c, int mode);
+
 /* The two attention paths on one cache (tests compare them on the same bytes). The reference
- * needs the cache created with TQ_TURBO_ATTN=ref or =both (else it returns TQ_E_UNSUPPORTED). */
+ * needs tq_kvc_turbo_set_attn(REF or BOTH) first (else it returns TQ_E_UNSUPPORTED). */
 void tq_kvc_turbo_attend_fused(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
                                float *out, tq_pool *pool);
 tq_status tq_kvc_turbo_attend_ref(tq_kvcache *c, int il, const float *q, int64_t n_q,
