@@ -9,7 +9,10 @@
  *     1..131072 including non-multiples of the tile sizes, forced and automatic splits.
  *     Tolerance: relative L2 error per output row <= 2e-3 (fp16 P and V operands, fp32
  *     accumulation; Q.K runs with hi/lo-split fp16 Q, ~fp32).
- * Usage: test_cuda_kv [-s SEED] [--quick] (quick = small contexts only; for compute-sanitizer). */
+ *     Every case runs every split-merge path (tq_cuda_merge: auto, fused through L2, the reduce
+ *     kernel, thread-block clusters) against the same reference; --merge M runs only M.
+ * Usage: test_cuda_kv [-s SEED] [--quick] [--merge M] (quick = small contexts only; for
+ * compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,10 +154,13 @@ static void test_encode(int quick)
     }
 }
 
-/* One attention case; returns the worst relative error. */
+static int merge_only = -1; /* --merge M: only that path; -1 = every path */
+
+/* One attention case; returns the worst relative error over the merge paths. */
 static double attend_case(const char *scheme, int d, int n_kv, int group, int batch, int n_q, int64_t ctx,
                           int splits, int via_gpu_append)
 {
+    double *ref = NULL;
     tq_kv_scheme s;
     if (tq_kv_scheme_parse(scheme, &s) != TQ_OK)
         return 1e9;
@@ -229,14 +235,8 @@ static double attend_case(const char *scheme, int d, int n_kv, int group, int ba
     CHECK(tq_kv_decode_v(s, d, vr, (int64_t)rows, vd, (int64_t)(rows * d), NULL) == TQ_OK, "dec v");
     for (size_t i = 0; i < (size_t)batch * n_q * n_heads * d; i++)
         q[i] = rng_normal();
-    for (size_t i = 0; i < (size_t)batch * n_q * n_heads * d; i++)
-        o[i] = NAN; /* poison */
     const float scale = 1.0f / sqrtf((float)d);
-    CHECK(tq_cuda_kv_set_splits(c, splits) == TQ_OK, "splits");
-    st = tq_cuda_kv_attend(c, q, n_q, n_heads, scale, o, 0);
-    CHECK(st == TQ_OK, "attend %s: %s", scheme, tq_last_error());
-    if (st != TQ_OK)
-        goto done;
+    ref = malloc((size_t)batch * n_q * n_heads * d * sizeof(double));
     for (int b = 0; b < batch; b++)
         for (int qi = 0; qi < n_q; qi++)
             for (int hq = 0; hq < n_heads; hq++) {
@@ -262,22 +262,46 @@ static double attend_case(const char *scheme, int d, int n_kv, int group, int ba
                     for (int j = 0; j < d; j++)
                         acc[j] += p * vv[j];
                 }
-                const float *ov = o + (((size_t)b * n_q + qi) * n_heads + hq) * d;
-                double num = 0.0, den = 0.0;
-                int finite = 1;
-                for (int j = 0; j < d; j++) {
-                    const double r = acc[j] / l, e = (double)ov[j] - r;
-                    if (!isfinite(ov[j]))
-                        finite = 0;
-                    num += e * e;
-                    den += r * r;
-                }
-                const double rel = finite ? sqrt(num / (den > 1e-30 ? den : 1e-30)) : 1e9;
-                if (rel > worst)
-                    worst = rel;
+                double *rv = ref + (((size_t)b * n_q + qi) * n_heads + hq) * d;
+                for (int j = 0; j < d; j++)
+                    rv[j] = acc[j] / l;
             }
+    for (int mg = TQ_CUDA_MERGE_AUTO; mg <= TQ_CUDA_MERGE_CLUSTER; mg++) {
+        if (merge_only >= 0 && mg != merge_only)
+            continue;
+        for (size_t i = 0; i < (size_t)batch * n_q * n_heads * d; i++)
+            o[i] = NAN; /* poison */
+        const tq_cuda_kv_opts ko = {.n_splits = splits, .merge = (tq_cuda_merge)mg};
+        CHECK(tq_cuda_kv_set_opts(c, &ko) == TQ_OK, "opts");
+        st = tq_cuda_kv_attend(c, q, n_q, n_heads, scale, o, 0);
+        CHECK(st == TQ_OK, "attend %s merge %d: %s", scheme, mg, tq_last_error());
+        if (st != TQ_OK)
+            goto done;
+        double wm = 0.0;
+        for (size_t row = 0; row < (size_t)batch * n_q * n_heads; row++) {
+            const float *ov = o + row * d;
+            const double *rv = ref + row * d;
+            double num = 0.0, den = 0.0;
+            int finite = 1;
+            for (int j = 0; j < d; j++) {
+                const double e = (double)ov[j] - rv[j];
+                if (!isfinite(ov[j]))
+                    finite = 0;
+                num += e * e;
+                den += rv[j] * rv[j];
+            }
+            const double rel = finite ? sqrt(num / (den > 1e-30 ? den : 1e-30)) : 1e9;
+            if (rel > wm)
+                wm = rel;
+        }
+        CHECK(wm <= 2e-3, "attention error %.3g > 2e-3 (%s d=%d ctx=%lld splits %d, merge %d)", wm, scheme, d,
+              (long long)ctx, splits, mg);
+        if (wm > worst)
+            worst = wm;
+    }
 done:
     tq_cuda_kv_free(c);
+    free(ref);
     free(x), free(kr), free(vr), free(kd), free(vd), free(q), free(o), free(sc), free(acc);
     return worst;
 }
@@ -289,6 +313,14 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--merge") && i + 1 < argc) {
+            tq_cuda_merge m;
+            if (tq_cuda_merge_parse(argv[++i], &m) != TQ_OK) {
+                fprintf(stderr, "test_cuda_kv: %s\n", tq_last_error());
+                return 2;
+            }
+            merge_only = (int)m;
+        }
     if (!tq_cuda_compiled())
         return t_skip("this build has no CUDA kernels (no nvcc at build time)");
     if (tq_cuda_available() <= 0)
@@ -342,6 +374,11 @@ int main(int argc, char **argv)
         {"kv8", 256, 1, 8, 1, 1, 400, 2, 0},
         {"kv4", 128, 2, 4, 1, 1, 600, 0, 0},
         {"turbo:k8v3", 128, 1, 8, 1, 3, 5, 0, 0}, /* 24 rows: 3 row blocks */
+        /* forced splits around the cluster sizes (<= 8 portable, <= 16 non-portable, 17: L2) */
+        {"turbo:k8v3", 128, 2, 4, 2, 1, 3000, 16, 0},
+        {"turbo:k4v3", 128, 2, 4, 1, 2, 2000, 9, 0},
+        {"bf16", 128, 2, 4, 1, 1, 1900, 3, 0},
+        {"kv8", 256, 1, 4, 1, 1, 2047, 17, 0},
         /* SmolLM2 geometry (GPU forward): d 64, 3 kv heads, group 3, prefill chunks of 21 queries
          * (63 rows: 8 row blocks whose boundaries cut query tokens) and decode */
         {"turbo:k8v3", 64, 3, 3, 1, 21, 300, 0, 1},

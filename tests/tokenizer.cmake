@@ -1,6 +1,9 @@
 # Tokenizer tests (tokenizer.json / GGUF vocabularies, parity with Hugging Face and llama.cpp).
 # zlib reads the compressed reference ids in tests/data/tokenizer/*.tqid (tests only).
-pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
+if(PKG_CONFIG_FOUND)
+    pkg_check_modules(ZLIB IMPORTED_TARGET zlib)
+endif()
+tq_find_dep(PkgConfig::ZLIB zlib.h z) # no pkg-config module: a CMAKE_PREFIX_PATH prefix (CMakeLists.txt)
 
 # Parity on the whole WikiText-2 test file; one executable, one ctest entry per tokenizer.
 tq_test(test_tok_parity LABELS fast ARGS qwen3)

@@ -13,7 +13,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tq bench --cuda -m MODEL [--kv LIST] [--depths LIST] [--decode N] [--check N]\n"
-            "                [--seed S] [--csv FILE]\n"
+            "                [--seed S] [--merge M] [--no-gemv] [--csv FILE]\n"
             "  the forward pass on GPU 0: weights as bf16, cuBLAS linears, the device KV cache.\n"
             "  -m, --model   GGUF file or safetensors directory (Llama-family blocks)\n"
             "  --kv LIST     comma list of cache schemes (default bf16,kv8,turbo:k8v3); GPU schemes:\n"
@@ -23,8 +23,13 @@ static void usage(FILE *f)
             "  --decode N    timed decode steps per depth (default 64)\n"
             "  --check N     first compare GPU and CPU logits on N prompts (default 0)\n"
             "  --seed S      seed of the random prompt tokens (default 1)\n"
+            "  --merge M     split merge of the attention: auto (default), fused, kernel, cluster\n"
+            "  --no-gemv     decode linears through cuBLAS + separate elementwise kernels (A/B)\n"
             "  --csv FILE    also write scheme,depth,prefill_tok_s,decode_tok_s,decode_ms rows\n");
 }
+
+/* the session options from the flags (one command per process) */
+static tq_cuda_session_opts g_opts;
 
 static double now_s(void)
 {
@@ -96,7 +101,8 @@ static int check(const char *cmd, tq_model *m, tq_kv_scheme kvs, const char *nam
         cli_error(cmd, TQ_E_NOMEM, "out of memory");
         goto done;
     }
-    if ((st = tq_session_create(m, &so, &cs)) || (st = tq_cuda_session_create(m, kvs, 128, &gs))) {
+    if ((st = tq_session_create(m, &so, &cs)) || (st = tq_cuda_session_create(m, kvs, 128, &gs)) ||
+        (st = tq_cuda_session_set_opts(gs, &g_opts))) {
         cli_error(cmd, st, "check: session");
         goto done;
     }
@@ -158,7 +164,13 @@ int cmd_bench_cuda(int argc, char **argv)
             depth_list = argv[++i];
         else if (!strcmp(a, "--csv") && v)
             csv_path = argv[++i];
-        else if (!strcmp(a, "--decode")) {
+        else if (!strcmp(a, "--no-gemv"))
+            g_opts.no_gemv = 1;
+        else if (!strcmp(a, "--merge") && v) {
+            tq_status ms = tq_cuda_merge_parse(argv[++i], &g_opts.kv.merge);
+            if (ms)
+                return cli_error(cmd, ms, "--merge"), 2;
+        } else if (!strcmp(a, "--decode")) {
             if (cli_long(cmd, a, v, 1, 100000, &decode))
                 return 2;
             i++;
@@ -205,9 +217,9 @@ int cmd_bench_cuda(int argc, char **argv)
     const int64_t n_ctx = max_depth + decode + 3; /* + 2 untimed warm-up steps */
     printf("model %s: %s, %d layers, dim %d, %d/%d heads, head_dim %d, vocab %d (trained context %d)\n", model_path,
            mi.arch_name, mi.n_layers, mi.dim, mi.n_heads, mi.n_kv_heads, mi.head_dim, mi.vocab_size, mi.max_ctx);
-    const char *gv = getenv("TQ_CUDA_GEMV");
     printf("device %s; decode = 1 token per step, batch 1, logits copied to the host every step; single-token "
-           "linears: %s\n", dev, gv && gv[0] == '0' ? "cuBLAS (TQ_CUDA_GEMV=0)" : "GEMV kernel");
+           "linears: %s; split merge %d (0 auto, 1 fused, 2 kernel, 3 cluster)\n", dev,
+           g_opts.no_gemv ? "cuBLAS (--no-gemv)" : "GEMV kernel", (int)g_opts.kv.merge);
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv_path && !csv) {
         tq_model_free(m);
@@ -236,7 +248,7 @@ int cmd_bench_cuda(int argc, char **argv)
             break;
         }
         tq_cuda_session *gs = NULL;
-        if ((st = tq_cuda_session_create(m, kvs, n_ctx, &gs))) {
+        if ((st = tq_cuda_session_create(m, kvs, n_ctx, &gs)) || (st = tq_cuda_session_set_opts(gs, &g_opts))) {
             rc = cli_error(cmd, st, "GPU session for --kv %s", name);
             break;
         }

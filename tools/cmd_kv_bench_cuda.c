@@ -11,8 +11,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tq kv-bench --cuda [--schemes LIST] [--head-dim LIST] [--ctx LIST] [--batch LIST]\n"
-            "                          [--heads N] [--kv-heads N] [--n-q N] [--reps N] [--splits N] [--timing T]\n"
-            "                          [--csv FILE]\n"
+            "                          [--heads N] [--kv-heads N] [--n-q N] [--reps N] [--splits LIST] [--timing T]\n"
+            "                          [--merge M] [--csv FILE]\n"
             "  decode attention on GPU 0 over a device KV cache filled with Gaussian K/V.\n"
             "  --schemes   comma list (default bf16,kv8,turbo:k8v3,turbo:k4v3); GPU schemes: f16, bf16,\n"
             "              kv8, kv4, turbo:k8v3, k4v3, k8v4, k8v2, k4v2, k4v4\n"
@@ -22,11 +22,14 @@ static void usage(FILE *f)
             "  --heads / --kv-heads  query heads and kv heads (default 32 / 8)\n"
             "  --n-q       query tokens per sequence (default 1; > 1 = speculative verification)\n"
             "  --reps      timed calls per point, median reported (default 20)\n"
-            "  --splits    force the number of context splits (default 0 = automatic)\n"
-            "  --timing    host (default; every table in docs/results.md so far): events around each\n"
-            "              call issued to an idle GPU (host launch latency inside, the previous call's\n"
-            "              rows in L2 when they fit); cold: the GPU reads 256 MiB before each call (no\n"
-            "              cached row in L2) and the events time the GPU's work only; both: one row each\n"
+            "  --splits    comma list of forced context splits per (batch, kv head), 0 = automatic\n"
+            "              (default 0); one row per value (split-planning sweeps)\n"
+            "  --timing    cold (default; the tables in docs/results.md): the GPU reads 256 MiB\n"
+            "              before each call (no cached row in L2) and the events time the GPU's work\n"
+            "              only; host: events around each call issued to an idle GPU (host launch\n"
+            "              latency inside, the previous call's rows in L2 when they fit); both: one\n"
+            "              row each\n"
+            "  --merge M   how the splits are merged: auto (default), fused, kernel, cluster\n"
             "  --csv FILE  also write the rows as CSV\n"
             "  --quick     a few seconds: bf16 and turbo:k8v3 at ctx 4096,32768, batch 1, 5 calls\n");
 }
@@ -53,16 +56,17 @@ int cmd_kv_bench_cuda(int argc, char **argv)
         return 0;
     }
     const char *schemes = "bf16,kv8,turbo:k8v3,turbo:k4v3", *csv_path = NULL;
-    int64_t dims[8], ctxs[32], batches[8];
-    int n_dims = 1, n_ctx = 6, n_b = 2;
+    int64_t dims[8], ctxs[32], batches[8], splits[16] = {0};
+    int n_dims = 1, n_ctx = 6, n_b = 2, n_sp = 1;
     dims[0] = 128;
     const int64_t ctx_def[6] = {1024, 4096, 16384, 32768, 65536, 131072};
     for (int i = 0; i < 6; i++)
         ctxs[i] = ctx_def[i];
     batches[0] = 1;
     batches[1] = 8;
-    long heads = 32, kv_heads = 8, n_q = 1, reps = 20, splits = 0;
-    int time_cold = 0, time_host = 1;
+    long heads = 32, kv_heads = 8, n_q = 1, reps = 20;
+    int time_cold = 1, time_host = 0;
+    tq_cuda_kv_opts kopts = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--cuda"))
@@ -85,6 +89,11 @@ int cmd_kv_bench_cuda(int argc, char **argv)
             schemes = v;
         else if (!strcmp(a, "--csv"))
             csv_path = v;
+        else if (!strcmp(a, "--merge")) {
+            tq_status ms = tq_cuda_merge_parse(v, &kopts.merge);
+            if (ms)
+                return cli_error(cmd, ms, "--merge"), 2;
+        }
         else if (!strcmp(a, "--head-dim"))
             r = (n_dims = parse_list(cmd, a, v, 4096, dims, 8)) < 0;
         else if (!strcmp(a, "--ctx"))
@@ -100,7 +109,7 @@ int cmd_kv_bench_cuda(int argc, char **argv)
         else if (!strcmp(a, "--reps"))
             r = cli_long(cmd, a, v, 1, 10000, &reps);
         else if (!strcmp(a, "--splits"))
-            r = cli_long(cmd, a, v, 0, 1024, &splits);
+            r = cli_i64_list(cmd, a, v, 0, 1024, splits, 16, &n_sp) != 0;
         else if (!strcmp(a, "--timing")) {
             time_cold = !strcmp(v, "cold") || !strcmp(v, "both");
             time_host = !strcmp(v, "host") || !strcmp(v, "both");
@@ -156,10 +165,10 @@ int cmd_kv_bench_cuda(int argc, char **argv)
         if (!csv)
             return cli_error(cmd, TQ_OK, "%s: cannot open for writing", csv_path);
         fprintf(csv, "device,scheme,head_dim,batch,ctx,heads,kv_heads,n_q,us_median,us_min,bytes,gbps,pct_copy,"
-                     "copy_gbps,timing\n");
+                     "copy_gbps,timing,splits\n");
     }
-    printf("%-11s %4s %5s %7s %10s %10s %12s %8s %7s %s\n", "scheme", "d", "batch", "ctx", "us(med)", "us(min)",
-           "bytes", "GB/s", "%copy", "timing");
+    printf("%-11s %4s %5s %7s %10s %10s %12s %8s %7s %s %s\n", "scheme", "d", "batch", "ctx", "us(med)", "us(min)",
+           "bytes", "GB/s", "%copy", "timing", "splits");
     char sbuf[512];
     snprintf(sbuf, sizeof(sbuf), "%s", schemes);
     int rc = 0;
@@ -185,16 +194,18 @@ int cmd_kv_bench_cuda(int argc, char **argv)
                     if (st == TQ_OK)
                         st = tq_cuda_kv_fill_random(c, ctx, 1234 + (uint64_t)ctx);
                     if (st == TQ_OK)
-                        st = tq_cuda_kv_set_splits(c, (int)splits);
-                    if (st == TQ_OK)
                         st = tq_cuda_malloc(&qd, qn * sizeof(float));
                     if (st == TQ_OK)
                         st = tq_cuda_malloc(&od, qn * sizeof(float));
                     if (st == TQ_OK)
                         st = tq_cuda_memcpy(qd, qh, qn * sizeof(float), 0);
-                    for (int tm = 0; tm < 2; tm++) {
+                    for (int k = 0; k < 2 * n_sp; k++) {
+                        const int tm = k % 2, sp = (int)splits[k / 2];
                         if (!(tm == 0 ? time_cold : time_host))
                             continue;
+                        kopts.n_splits = sp;
+                        if (st == TQ_OK)
+                            st = tq_cuda_kv_set_opts(c, &kopts);
                         const char *tname = tm == 0 ? "cold" : "host";
                         if (st == TQ_OK)
                             st = tq_cuda_kv_time_attend(c, qd, (int)n_q, (int)heads, 1.0f / sqrtf((float)d), od, 3,
@@ -209,12 +220,15 @@ int cmd_kv_bench_cuda(int argc, char **argv)
                         const double med = times[reps / 2] * 1e3, mn = times[0] * 1e3;
                         const size_t bytes = tq_cuda_kv_bytes_read(c, (int)n_q, (int)heads);
                         const double gbps = (double)bytes / (med * 1e-6) / 1e9;
-                        printf("%-11s %4d %5d %7ld %10.2f %10.2f %12zu %8.0f %6.1f%% %s\n", name, d, batch, ctx, med,
-                               mn, bytes, gbps, 100.0 * gbps / copy_gbps, tname);
+                        char spn[16] = "auto";
+                        if (sp)
+                            snprintf(spn, sizeof(spn), "%d", sp);
+                        printf("%-11s %4d %5d %7ld %10.2f %10.2f %12zu %8.0f %6.1f%% %s %s\n", name, d, batch, ctx,
+                               med, mn, bytes, gbps, 100.0 * gbps / copy_gbps, tname, spn);
                         if (csv)
-                            fprintf(csv, "%s,%s,%d,%d,%ld,%ld,%ld,%ld,%.3f,%.3f,%zu,%.1f,%.1f,%.1f,%s\n", dev, name, d,
-                                    batch, ctx, heads, kv_heads, n_q, med, mn, bytes, gbps, 100.0 * gbps / copy_gbps,
-                                    copy_gbps, tname);
+                            fprintf(csv, "%s,%s,%d,%d,%ld,%ld,%ld,%ld,%.3f,%.3f,%zu,%.1f,%.1f,%.1f,%s,%s\n", dev, name,
+                                    d, batch, ctx, heads, kv_heads, n_q, med, mn, bytes, gbps,
+                                    100.0 * gbps / copy_gbps, copy_gbps, tname, spn);
                         cli_flush();
                     }
                     if (st != TQ_OK && !rc) {

@@ -3,9 +3,9 @@
 `tq kv-bench --cuda`: same shapes (batch, 32 query heads / 8 kv heads, 1 query token, head_dim,
 context), flash backend forced (torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)) with
 enable_gqa=True so K/V are read once per kv head. CUDA-event timing per call, 3 warm-ups, median
-of --reps, timed like `tq kv-bench --cuda --timing`: host (default) = events around a call
-issued to an idle GPU; cold reads a 256 MiB buffer before each call (L2 holds nothing of K/V) and
-records the start event behind it (GPU time only, no host/PyTorch launch overhead). Prints one row
+of --reps, timed like `tq kv-bench --cuda --timing`: cold (default) reads a 256 MiB buffer
+before each call (L2 holds nothing of K/V) and records the start event behind it (GPU time only,
+no host/PyTorch launch overhead); host = events around a call issued to an idle GPU. Prints one row
 per point and writes CSV (--csv). Helper script only (not product).
 
 usage: python3 bench/cuda/sdpa_bench.py [--head-dim 128] [--ctx 1024,...] [--batch 1,8] [--reps 20]
@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--csv", default=None)
     ap.add_argument("--backend", default="flash", choices=["flash", "efficient", "cudnn", "math"])
-    ap.add_argument("--timing", default="host", choices=["cold", "host", "both"])
+    ap.add_argument("--timing", default="cold", choices=["cold", "host", "both"])
     args = ap.parse_args()
     timings = ["cold", "host"] if args.timing == "both" else [args.timing]
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,

@@ -75,6 +75,31 @@ TQ_API tq_status tq_cuda_kv_attend(tq_cuda_kv *c, const float *q, int n_q, int n
 /* tq_cuda_kv_set_splits() -- force the number of context splits (flash-decoding), 1..4096;
  * 0 = automatic (one wave of resident blocks). */
 TQ_API tq_status tq_cuda_kv_set_splits(tq_cuda_kv *c, int n_splits);
+/* How the context splits' partial results of one attend call are merged.
+ * TQ_CUDA_MERGE_AUTO: CLUSTER where it applies (compute capability 9.0+, <= 16 splits), else FUSED.
+ * TQ_CUDA_MERGE_FUSED: the last block of each (sequence, kv head) merges every split through L2.
+ * TQ_CUDA_MERGE_KERNEL: a second (reduce) kernel merges them.
+ * TQ_CUDA_MERGE_CLUSTER: the splits of a (sequence, kv head) run as one thread-block cluster and
+ *   its first block merges the others' partials from their shared memory (Hopper distributed
+ *   shared memory; no L2 round trip); falls back to FUSED where it does not apply. */
+typedef enum {
+    TQ_CUDA_MERGE_AUTO = 0,
+    TQ_CUDA_MERGE_FUSED = 1,
+    TQ_CUDA_MERGE_KERNEL = 2,
+    TQ_CUDA_MERGE_CLUSTER = 3
+} tq_cuda_merge;
+/* Options of a device cache's attend calls (zero-initialised = automatic everything); the tool
+ * fills them from its flags, the library reads no environment. */
+typedef struct tq_cuda_kv_opts {
+    int n_splits;        /* context splits: 0 = automatic, 1..4096 forced              */
+    tq_cuda_merge merge; /* how the splits are merged                                  */
+    int no_pdl;          /* 1: launch the reduce kernel (MERGE_KERNEL) without programmatic
+                            dependent launch                                            */
+} tq_cuda_kv_opts;
+/* tq_cuda_kv_set_opts() -- set the options of later attend calls (TQ_E_ARG on bad values). */
+TQ_API tq_status tq_cuda_kv_set_opts(tq_cuda_kv *c, const tq_cuda_kv_opts *o);
+/* tq_cuda_merge_parse() -- "auto", "fused", "kernel", "cluster" into *m (TQ_E_ARG otherwise). */
+TQ_API tq_status tq_cuda_merge_parse(const char *name, tq_cuda_merge *m);
 /* tq_cuda_kv_sync() -- wait for the handle's stream. */
 TQ_API tq_status tq_cuda_kv_sync(tq_cuda_kv *c);
 
@@ -142,6 +167,14 @@ TQ_API tq_status tq_cuda_session_sync(tq_cuda_session *s);
  * that token (n_heads * head_dim fp32 each, overwritten by the next eval). */
 TQ_API tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, const float **q_last,
                                        const float **att_last);
+/* Options of a GPU session (zero-initialised = the defaults). */
+typedef struct tq_cuda_session_opts {
+    tq_cuda_kv_opts kv; /* every layer's attend calls                                      */
+    int no_gemv;        /* 1: decode steps through cuBLAS GEMMs + separate elementwise kernels
+                           instead of the fused GEMV kernels (for A/Bs)                     */
+} tq_cuda_session_opts;
+/* tq_cuda_session_set_opts() -- set the options of later evals. */
+TQ_API tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o);
 /* tq_cuda_session_bytes() -- device bytes held: weights (*weights) and KV caches (*kv). */
 TQ_API tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv);
 

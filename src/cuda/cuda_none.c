@@ -98,6 +98,12 @@ tq_status tq_cuda_kv_set_splits(tq_cuda_kv *c, int n_splits)
     return NO_CUDA("tq_cuda_kv_set_splits");
 }
 
+tq_status tq_cuda_kv_set_opts(tq_cuda_kv *c, const tq_cuda_kv_opts *o)
+{
+    (void)c, (void)o;
+    return NO_CUDA("tq_cuda_kv_set_opts");
+}
+
 tq_status tq_cuda_kv_sync(tq_cuda_kv *c)
 {
     (void)c;
@@ -172,6 +178,12 @@ int64_t tq_cuda_session_n_past(const tq_cuda_session *s)
 void tq_cuda_session_reset(tq_cuda_session *s)
 {
     (void)s;
+}
+
+tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o)
+{
+    (void)s, (void)o;
+    return NO_CUDA("tq_cuda_session_set_opts");
 }
 
 tq_status tq_cuda_session_sync(tq_cuda_session *s)

@@ -213,7 +213,8 @@ struct tq_cuda_session {
     __nv_bfloat16 *xb, *hb;
     int64_t n_past, n_ctx;
     size_t weight_bytes, kv_bytes;
-    int gemv; // 1: decode steps through the fused GEMV kernels (TQ_CUDA_GEMV=0: the cuBLAS path)
+    int gemv_ok; // the shapes fit the fused GEMV kernels
+    int gemv;    // 1: decode steps through them (tq_cuda_session_opts.no_gemv: the cuBLAS path)
 };
 
 extern "C" void tq_cuda_session_free(tq_cuda_session *s)
@@ -292,11 +293,10 @@ tq_status tqc_fwd_create(const tqc_fwd_desc *d, tq_kv_scheme kvs, int64_t n_ctx,
     s->d.layers = NULL;
     s->n_ctx = n_ctx;
     {
-        const char *e = getenv("TQ_CUDA_GEMV");
         const int cmax = d->dim > d->ffn ? d->dim : d->ffn;
-        s->gemv = !(e && e[0] == '0') && d->dim % 8 == 0 && d->ffn % 8 == 0 &&
-                  (d->n_heads * d->head_dim) % 8 == 0 && cmax <= GEMV_MAXC &&
-                  d->n_heads * d->head_dim <= GEMV_MAXC;
+        s->gemv_ok = d->dim % 8 == 0 && d->ffn % 8 == 0 && (d->n_heads * d->head_dim) % 8 == 0 &&
+                     cmax <= GEMV_MAXC && d->n_heads * d->head_dim <= GEMV_MAXC;
+        s->gemv = s->gemv_ok;
     }
     s->qd = d->n_heads * d->head_dim;
     s->kvd = d->n_kv_heads * d->head_dim;
@@ -483,6 +483,19 @@ extern "C" tq_status tq_cuda_session_sync(tq_cuda_session *s)
     if (!s)
         return TQC_FAIL(TQ_E_ARG, "tq_cuda_session_sync: NULL session");
     TQC_CUDA(cudaStreamSynchronize(s->stream));
+    return TQ_OK;
+}
+
+extern "C" tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o)
+{
+    if (!s || !o)
+        return TQC_FAIL(TQ_E_ARG, "tq_cuda_session_set_opts: NULL %s", !s ? "session" : "options");
+    for (tq_cuda_kv *c : *s->kv) {
+        const tq_status st = tq_cuda_kv_set_opts(c, &o->kv);
+        if (st != TQ_OK)
+            return st;
+    }
+    s->gemv = s->gemv_ok && !o->no_gemv;
     return TQ_OK;
 }
 

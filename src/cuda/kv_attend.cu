@@ -19,8 +19,10 @@
 //     bits: one shared-memory lookup gives (C[i_t], C[i_t']) for two tokens, times their fp16
 //     scales); turbo values stay in the ROTATED domain; the inverse FWHT runs once per output
 //     row in the reduce kernel (deferred, exact by linearity). bf16 rows: bf16 MMA with P hi+lo.
-// Each block merges its warps and writes one partial (m, l, O) per row; the reduce kernel merges
-// the splits, normalises, un-rotates (turbo) and writes fp32 outputs.
+// Each block merges its warps into one partial (m, l, O) per row; the splits' partials are then
+// merged, normalised, un-rotated (turbo) and written as fp32 outputs (tq_cuda_merge): by block 0 of
+// a thread-block cluster holding the unit's splits, reading the others' shared memory (CLUSTER,
+// <= 16 splits), by the unit's last block through L2 (FUSED), or by a reduce kernel (KERNEL).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -28,6 +30,8 @@
 
 #include <atomic>
 #include <mutex>
+
+#include <cooperative_groups.h>
 
 #include "cuda/kv_cuda.cuh"
 
@@ -87,6 +91,16 @@ namespace {
 #define TQC_NSTAGE_HALF 3
 #endif
 constexpr int NW = 4; // warps per block
+// MERGE_AUTO picks the cluster merge where it pays (1) or always the L2 merge (0).
+#ifndef TQC_AUTO_CLUSTER
+#define TQC_AUTO_CLUSTER 1
+#endif
+// Automatic split planning: about one split per this many tokens of a (batch, kv head), between
+// one block per SM and one full wave of resident blocks.
+#ifndef TQC_SPLIT_TOKENS
+#define TQC_SPLIT_TOKENS 4096
+#endif
+
 constexpr int RED_UNROLL = TQC_RED_UNROLL; // (#pragma unroll does not expand macros)
 
 template <int D, int FAM>
@@ -141,7 +155,9 @@ struct Tr {
     static constexpr int NSTAGE = INT ? (K8 ? TQC_NSTAGE_K8 : K4 ? TQC_NSTAGE_K4 : TQC_NSTAGE_INT) : TQC_NSTAGE_HALF;
     static constexpr int SMEM_PIPE = NW * NSTAGE * STAGE;
     static constexpr int SMEM_MERGE = NW * 8 * (D + 2) * 4;
-    static constexpr int SMEM = SMEM_PIPE > SMEM_MERGE ? SMEM_PIPE : SMEM_MERGE;
+    // + the block's partial (8 rows x (D + 2) floats) that the cluster merge reads (MERGE_CLUSTER)
+    static constexpr int SMEM_PART = SMEM_MERGE + 8 * (D + 2) * 4;
+    static constexpr int SMEM = SMEM_PIPE > SMEM_PART ? SMEM_PIPE : SMEM_PART;
     static constexpr bool QK_INT = FAM == TQC_TURBO || FAM == TQC_AFF;
     static constexpr bool PV_LUT2 = FAM == TQC_TURBO && VB <= 4;
     static constexpr bool PV_U8 = FAM == TQC_AFF && VB == 8;
@@ -411,15 +427,39 @@ __device__ __forceinline__ void ldcg_vec(const float *p, float v[PER])
     }
 }
 
-// Fused split reduce (a.fused): the last block of a (batch, kv head, row block) to finish merges
+// PER consecutive floats of another block's shared memory in this cluster (distributed shared
+// memory; generic loads of a mapa-mapped address), or from L2 (ldcg_vec).
+template <int PER, bool DSM>
+__device__ __forceinline__ void ld_part(const float *p, float v[PER])
+{
+    if constexpr (!DSM) {
+        ldcg_vec<PER>(p, v);
+    } else if constexpr (PER == 2) {
+        const float2 x = *reinterpret_cast<const float2 *>(p);
+        v[0] = x.x;
+        v[1] = x.y;
+    } else {
+#pragma unroll
+        for (int k = 0; k < PER / 4; k++) {
+            const float4 x = reinterpret_cast<const float4 *>(p)[k];
+            v[4 * k] = x.x;
+            v[4 * k + 1] = x.y;
+            v[4 * k + 2] = x.z;
+            v[4 * k + 3] = x.w;
+        }
+    }
+}
+
+// Fused split reduce (a.merge FUSED, or CLUSTER with DSM: the partials in the cluster's blocks'
+// shared memory at `sp`, split s = block rank s): the last block of a (batch, kv head, row block) to finish merges
 // the splits' partials of its rows: one warp per row (rows wid, wid + NW, ...), each lane owns
 // D / 32 consecutive dims. The split weights exp2(m_s - M) are computed 32 at a time, one split
 // per lane, and broadcast with shuffles; the partial rows are read as vectors with many loads in
 // flight (unrolled). The inverse FWHT (turbo) runs in registers: butterflies of span < D / 32
 // inside a lane, larger spans across lanes with shuffles -- the same sums and differences as the
 // reduce kernel's shared-memory butterflies.
-template <int D, bool UNROT>
-__device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, int bhr, int n_rows)
+template <int D, bool UNROT, bool DSM>
+__device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, int bhr, int n_rows, float *sp)
 {
     constexpr int PER = D / 32;
     constexpr size_t stride = part_floats<D>();
@@ -427,9 +467,19 @@ __device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, i
     const int rb = bhr % n_rb, h = (bhr / n_rb) % a.n_kv_heads, b = bhr / (n_rb * a.n_kv_heads);
     const int G = a.n_heads / a.n_kv_heads;
     const float *unit = a.work + (size_t)bhr * n_splits * stride;
+    // split s's partial: in L2 (unit + s * stride) or in cluster block s's shared memory
+    auto part = [&](int s) -> const float * {
+        if constexpr (DSM) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            return cooperative_groups::this_cluster().map_shared_rank(sp, (unsigned)s);
+#else
+            return sp;
+#endif
+        } else {
+            return unit + (size_t)s * stride;
+        }
+    };
     for (int rr = wid; rr < n_rows; rr += NW) {
-        const float *ob = unit + (size_t)rr * D + lane * PER;
-        const float *mb = unit + (size_t)8 * D + 2 * rr;
         // 32 splits at a time, one per lane, merged online (running max M over the chunks); the
         // chunk's partial rows are loaded 16 at a time before any is used (loads in flight).
         float M = -INFINITY, L = 0.0f, o[PER];
@@ -438,8 +488,10 @@ __device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, i
             o[k] = 0.0f;
         for (int c0 = 0; c0 < n_splits; c0 += 32) {
             const bool has = c0 + lane < n_splits;
-            const float m = has ? __ldcg(mb + (c0 + lane) * stride) : -INFINITY;
-            const float l = has ? __ldcg(mb + (c0 + lane) * stride + 1) : 0.0f;
+            float ml[2] = {-INFINITY, 0.0f};
+            if (has)
+                ld_part<2, DSM>(part(c0 + lane) + (size_t)8 * D + 2 * rr, ml);
+            const float m = ml[0], l = ml[1];
             float mc = m;
 #pragma unroll
             for (int x = 16; x; x >>= 1)
@@ -461,7 +513,7 @@ __device__ void merge_splits(const tqc_attend_args &a, int n_rb, int n_splits, i
 #pragma unroll
                 for (int j = 0; j < 16; j++)
                     if (j0 + j < nc)
-                        ldcg_vec<PER>(ob + (size_t)(c0 + j0 + j) * stride, v[j]);
+                        ld_part<PER, DSM>(part(c0 + j0 + j) + (size_t)rr * D + lane * PER, v[j]);
 #pragma unroll
                 for (int j = 0; j < 16; j++) {
                     const float wj = __shfl_sync(0xffffffffu, e, (j0 + j) & 31);
@@ -995,7 +1047,9 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     __syncthreads();
     const int n_rows = R - rb * 8 < 8 ? R - rb * 8 : 8;
     const int64_t pidx = (((int64_t)b * a.n_kv_heads + h) * n_rb + rb) * gridDim.x + split;
-    float *po = a.work + pidx * part_floats<D>(); // layout: part_floats()
+    // layout: part_floats(); MERGE_CLUSTER keeps it in this block's shared memory
+    float *const sp = reinterpret_cast<float *>(smem + T::SMEM_MERGE);
+    float *po = a.merge == TQ_CUDA_MERGE_CLUSTER ? sp : a.work + pidx * part_floats<D>();
     for (int i = threadIdx.x; i < n_rows * D; i += blockDim.x) {
         const int rr = i / D, dd = i % D;
         float M = -INFINITY;
@@ -1017,7 +1071,16 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
             po[8 * D + 2 * rr + 1] = L;
         }
     }
-    if (a.fused) { // the last block of this (b, h, rb) to finish merges every split (threadFenceReduction)
+    if (a.merge == TQ_CUDA_MERGE_CLUSTER) { // block 0 of the cluster (= the unit's splits) merges them
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        const int bhr = ((int)b * a.n_kv_heads + h) * n_rb + rb;
+        cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+        cl.sync(); // every block's partial written (release / acquire across the cluster)
+        if (cl.block_rank() == 0)
+            merge_splits<D, FAM == TQC_TURBO, true>(a, n_rb, (int)gridDim.x, bhr, n_rows, sp);
+        cl.sync(); // no block leaves (freeing its shared memory) before block 0 has read it
+#endif
+    } else if (a.merge == TQ_CUDA_MERGE_FUSED) { // the last block of this (b, h, rb) to finish merges every split (threadFenceReduction)
         __shared__ int s_last;
         const int bhr = ((int)b * a.n_kv_heads + h) * n_rb + rb;
         __threadfence();
@@ -1031,7 +1094,7 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
         __syncthreads();
         if (s_last) {
             __threadfence();
-            merge_splits<D, FAM == TQC_TURBO>(a, n_rb, (int)gridDim.x, bhr, n_rows);
+            merge_splits<D, FAM == TQC_TURBO, false>(a, n_rb, (int)gridDim.x, bhr, n_rows, sp);
         }
     }
 }
@@ -1136,17 +1199,16 @@ tq_status init_tables(void)
     return TQ_OK;
 }
 
-// Programmatic dependent launch needs compute capability 9.0+ (and TQ_CUDA_PDL != 0).
-bool pdl_ok()
+// Compute capability 9.0+ (programmatic dependent launch, thread-block clusters).
+bool sm90()
 {
     static std::atomic<int> ok{-1};
     int v = ok.load();
     if (v < 0) {
         int dev = 0, major = 0;
-        const char *e = getenv("TQ_CUDA_PDL");
         v = (cudaGetDevice(&dev) == cudaSuccess &&
              cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-             major >= 9 && !(e && e[0] == '0')) ? 1 : 0;
+             major >= 9) ? 1 : 0;
         cudaGetLastError();
         ok.store(v);
     }
@@ -1177,20 +1239,79 @@ int occupancy()
     return occ.load();
 }
 
+// The largest thread-block cluster (16, 8 or 0 = none) of one instantiation that the device can
+// hold: MERGE_CLUSTER puts the <= that many splits of a (batch, kv head, row block) in one cluster.
 template <int D, int FAM, int KB, int VB>
-tq_status launch(const tqc_attend_args *a)
+int max_cluster()
+{
+    using T = Tr<D, FAM, KB, VB>;
+    static std::atomic<int> mc{-1};
+    if (mc.load() < 0) {
+        int v = 0;
+        if (sm90()) {
+            occupancy<D, FAM, KB, VB>(); // sets the shared-memory attribute
+            auto kern = attend_kernel<D, FAM, KB, VB>;
+            for (int cs = 16; cs >= 8 && !v; cs -= 8) {
+                if (cs > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+                    continue;
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = dim3((unsigned)cs, 1, 1);
+                cfg.blockDim = dim3(NW * 32);
+                cfg.dynamicSmemBytes = T::SMEM;
+                cudaLaunchAttribute at[1];
+                at[0].id = cudaLaunchAttributeClusterDimension;
+                at[0].val.clusterDim.x = (unsigned)cs;
+                at[0].val.clusterDim.y = 1;
+                at[0].val.clusterDim.z = 1;
+                cfg.attrs = at;
+                cfg.numAttrs = 1;
+                int n = 0;
+                if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) == cudaSuccess && n >= 1)
+                    v = cs;
+            }
+        }
+        cudaGetLastError();
+        mc.store(v);
+    }
+    return mc.load();
+}
+
+template <int D, int FAM, int KB, int VB>
+tq_status launch(const tqc_attend_args *a0)
 {
     using T = Tr<D, FAM, KB, VB>;
     occupancy<D, FAM, KB, VB>(); // sets the shared-memory attribute
     auto kern = attend_kernel<D, FAM, KB, VB>;
+    tqc_attend_args b = *a0;
+    const tqc_attend_args *a = &b;
     const int R = a->n_heads / a->n_kv_heads * a->n_q;
     const int n_rb = n_rb_of(R);
     const int64_t per = (a->len + a->n_splits - 1) / a->n_splits;
     const int chunk = (int)((per + T::TT - 1) / T::TT * T::TT);
     dim3 grid((unsigned)a->n_splits, (unsigned)(a->n_kv_heads * n_rb), (unsigned)a->batch);
+    if (a->merge == TQ_CUDA_MERGE_CLUSTER) {
+        if (a->n_splits <= max_cluster<D, FAM, KB, VB>()) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = grid;
+            cfg.blockDim = dim3(NW * 32);
+            cfg.dynamicSmemBytes = T::SMEM;
+            cfg.stream = a->stream;
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = (unsigned)a->n_splits;
+            at[0].val.clusterDim.y = 1;
+            at[0].val.clusterDim.z = 1;
+            cfg.attrs = at;
+            cfg.numAttrs = 1;
+            if (cudaLaunchKernelEx(&cfg, kern, *a, n_rb, chunk) == cudaSuccess)
+                return TQ_OK; // the split merge ran inside the clusters
+            cudaGetLastError(); // a cluster shape the device refuses: merge through L2 instead
+        }
+        b.merge = a->counters ? TQ_CUDA_MERGE_FUSED : TQ_CUDA_MERGE_KERNEL;
+    }
     kern<<<grid, NW * 32, T::SMEM, a->stream>>>(*a, n_rb, chunk);
     TQC_CUDA(cudaGetLastError());
-    if (a->fused)
+    if (a->merge == TQ_CUDA_MERGE_FUSED)
         return TQ_OK; // the split reduce ran inside the attend kernel
     const dim3 rgrid((unsigned)(a->batch * a->n_kv_heads * n_rb), (unsigned)(R < 8 ? R : 8));
     cudaLaunchConfig_t cfg = {};
@@ -1202,7 +1323,7 @@ tq_status launch(const tqc_attend_args *a)
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_ok() ? 1 : 0;
+    cfg.numAttrs = a->pdl && sm90() ? 1 : 0;
     TQC_CUDA(cudaLaunchKernelEx(&cfg, reduce_kernel<D, FAM == TQC_TURBO>, *a, n_rb, a->n_splits));
     return TQ_OK;
 }
@@ -1214,12 +1335,14 @@ struct entry {
     launch_fn f[3]; // d = 64, 128, 256
     int tt[3];
     occ_fn occ[3];
+    occ_fn mc[3]; // max_cluster
 };
 
 #define TQC_E(FAM, KB, VB)                                                                        \
     {FAM, KB, VB, {launch<64, FAM, KB, VB>, launch<128, FAM, KB, VB>, launch<256, FAM, KB, VB>},   \
      {Tr<64, FAM, KB, VB>::TT, Tr<128, FAM, KB, VB>::TT, Tr<256, FAM, KB, VB>::TT},                \
-     {occupancy<64, FAM, KB, VB>, occupancy<128, FAM, KB, VB>, occupancy<256, FAM, KB, VB>}}
+     {occupancy<64, FAM, KB, VB>, occupancy<128, FAM, KB, VB>, occupancy<256, FAM, KB, VB>},             \
+     {max_cluster<64, FAM, KB, VB>, max_cluster<128, FAM, KB, VB>, max_cluster<256, FAM, KB, VB>}}
 
 // TQC_BENCH_ONLY: the four benchmarked schemes only (variant builds of bench/cuda/gpu_visit.sh,
 // a third of the compile time; test_cuda_kv needs the full table).
@@ -1274,7 +1397,7 @@ tq_status tqc_geom_of(tq_kv_scheme s, int d, tqc_geom *g)
 }
 
 void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, int n_q, int64_t len,
-                     int n_splits_req, int *n_splits, size_t *work_floats)
+                     int n_splits_req, int merge_req, int *n_splits, int *merge, size_t *work_floats)
 {
     const entry *e = find(g);
     const int tt = e ? e->tt[dslot(g->d) < 0 ? 0 : dslot(g->d)] : 16;
@@ -1282,21 +1405,33 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
     const int n_rb = n_rb_of(R);
     const int64_t units = (int64_t)batch * n_kv_heads * n_rb;
     int64_t ns = n_splits_req;
-    if (ns <= 0) {
-        // One full wave: resident blocks per SM x SMs, divided over (batch, kv head, row block);
-        // at least NW tiles per block.
-        static std::atomic<int> sms_cache{0};
-        int sms = sms_cache.load();
-        if (!sms) {
-            if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1) {
-                cudaGetLastError();
-                sms = 132;
-            }
-            sms_cache.store(sms);
+    static std::atomic<int> sms_cache{0};
+    int sms = sms_cache.load();
+    if (!sms) {
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1) {
+            cudaGetLastError();
+            sms = 132;
         }
+        sms_cache.store(sms);
+    }
+    if (ns <= 0) {
+        // One split per TQC_SPLIT_TOKENS tokens, between one block per SM and one full wave
+        // (resident blocks per SM x SMs), divided over (batch, kv head, row block); at least NW
+        // tiles per block. Measured (H200, split sweep of issue 16 visit v1): at batch 1 one block
+        // per SM (16 splits of 8 kv heads) beats the full wave (33-49 splits) up to 32k (bf16 32k
+        // 42.9 vs 47.5 us, k8v3 4k 14.2 vs 15.6), at 128k 32 splits win; at batch 8 the wave
+        // (4-6 splits) or 2 splits are within 2%.
         const int ds = dslot(g->d);
         const int64_t slots = (int64_t)sms * (e && ds >= 0 ? e->occ[ds]() : 2);
-        ns = slots / units;
+        // turbo 4-bit K at head_dim 256 is issue-bound (twice the unpack work per token): it needs
+        // the full wave's warps (v2: B1 64k 115 us with 16 splits vs 80 with 33)
+        const bool wave = g->fam == TQC_TURBO && g->kb == 4 && g->d == 256;
+        int64_t lo = sms / units > 1 ? sms / units : 1;
+        const int64_t hi = slots / units > lo ? slots / units : lo;
+        if (wave)
+            lo = hi;
+        ns = (len + TQC_SPLIT_TOKENS - 1) / TQC_SPLIT_TOKENS;
+        ns = ns < lo ? lo : ns > hi ? hi : ns;
         const int64_t max_ns = (len + (int64_t)tt * NW - 1) / ((int64_t)tt * NW);
         if (ns > max_ns)
             ns = max_ns;
@@ -1315,6 +1450,18 @@ void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, 
         ns = (len + chunk - 1) / chunk;
     }
     *n_splits = (int)ns;
+    // the merge: a cluster of the unit's splits where the device holds one that large, else the
+    // last block through L2; KERNEL only on request. AUTO takes the cluster only for <= 8 splits
+    // in at most one block per SM: clusters cost occupancy (GPC-granular placement, blocks held
+    // until block 0 has merged), measured in visit v1: k8v3 batch 8 / 128k 648 us in clusters of
+    // 4 vs 431 through L2, but batch 1 / 1k 11.5 vs 12.2 us, k4v3 12.4 vs 13.6.
+    const int ds = dslot(g->d);
+    const bool auto_cl = merge_req == TQ_CUDA_MERGE_AUTO && TQC_AUTO_CLUSTER && ns <= 8 && ns * units <= sms;
+    const int mc = e && ds >= 0 && (merge_req == TQ_CUDA_MERGE_CLUSTER || auto_cl) ? e->mc[ds]() : 0;
+    if (merge_req == TQ_CUDA_MERGE_AUTO || merge_req == TQ_CUDA_MERGE_CLUSTER)
+        *merge = ns <= mc ? TQ_CUDA_MERGE_CLUSTER : TQ_CUDA_MERGE_FUSED;
+    else
+        *merge = merge_req == TQ_CUDA_MERGE_KERNEL ? TQ_CUDA_MERGE_KERNEL : TQ_CUDA_MERGE_FUSED;
     *work_floats = (size_t)units * (size_t)ns * 8 * (size_t)(g->d + 2);
 }
 

@@ -22,7 +22,7 @@ struct tq_cuda_kv {
     size_t work_floats;
     void *scratch;         // device staging for host inputs (q, out, k/v sources)
     size_t scratch_bytes;
-    int splits_req;
+    tq_cuda_kv_opts opts;  // attend options (tq_cuda_kv_set_opts)
     cudaEvent_t ev[2];
 };
 
@@ -43,19 +43,6 @@ static tq_status ensure_scratch(tq_cuda_kv *c, size_t bytes)
     TQC_CUDA(cudaMalloc(&c->scratch, bytes));
     c->scratch_bytes = bytes;
     return TQ_OK;
-}
-
-// The split reduce runs inside the attend kernel (default: the last block of each unit merges
-// every split, one warp per row, loads in flight); TQ_CUDA_FUSED_REDUCE=0: a second kernel merges
-// the splits (bench/cuda/NOTES.md has the A/B). Read once.
-static int fused_reduce(void)
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("TQ_CUDA_FUSED_REDUCE");
-        v = e && e[0] == '0' ? 0 : 1;
-    }
-    return v;
 }
 
 static tq_status ensure_work(tq_cuda_kv *c, size_t floats)
@@ -197,7 +184,18 @@ extern "C" tq_status tq_cuda_kv_set_splits(tq_cuda_kv *c, int n_splits)
     if (!c || n_splits < 0 || n_splits > 4096)
         return TQC_FAIL(TQ_E_ARG, "tq_cuda_kv_set_splits: %s (valid 0 = automatic, 1..4096)",
                         c ? "bad count" : "NULL handle");
-    c->splits_req = n_splits;
+    c->opts.n_splits = n_splits;
+    return TQ_OK;
+}
+
+extern "C" tq_status tq_cuda_kv_set_opts(tq_cuda_kv *c, const tq_cuda_kv_opts *o)
+{
+    if (!c || !o)
+        return TQC_FAIL(TQ_E_ARG, "tq_cuda_kv_set_opts: NULL %s", !c ? "handle" : "options");
+    if (o->n_splits < 0 || o->n_splits > 4096 || (unsigned)o->merge > TQ_CUDA_MERGE_CLUSTER)
+        return TQC_FAIL(TQ_E_ARG, "tq_cuda_kv_set_opts: n_splits %d (valid 0 = automatic, 1..4096), merge %d "
+                        "(valid TQ_CUDA_MERGE_AUTO..TQ_CUDA_MERGE_CLUSTER)", o->n_splits, (int)o->merge);
+    c->opts = *o;
     return TQ_OK;
 }
 
@@ -380,13 +378,16 @@ static tq_status attend_dev(tq_cuda_kv *c, const float *q, int n_q, int n_heads,
     a.q = q;
     a.out = out;
     size_t wf;
-    tqc_attend_plan(&c->g, c->batch, c->n_kv_heads, n_heads, n_q, c->len, c->splits_req, &a.n_splits, &wf);
+    tqc_attend_plan(&c->g, c->batch, c->n_kv_heads, n_heads, n_q, c->len, c->opts.n_splits, (int)c->opts.merge,
+                    &a.n_splits, &a.merge, &wf);
+    if (a.merge == TQ_CUDA_MERGE_FUSED && !c->counters)
+        a.merge = TQ_CUDA_MERGE_KERNEL;
     tq_status st = ensure_work(c, wf);
     if (st != TQ_OK)
         return st;
     a.work = c->work;
     a.stream = c->stream;
-    a.fused = fused_reduce() && c->counters ? 1 : 0;
+    a.pdl = !c->opts.no_pdl;
     a.counters = c->counters;
     return tqc_attend_launch(&a);
 }

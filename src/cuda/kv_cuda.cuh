@@ -64,14 +64,20 @@ struct tqc_attend_args {
     float *out;      // same shape, device
     float *work;     // partials, tqc_attend_work_floats() floats
     int n_splits;    // >= 1
-    int fused;       // 1: the last block per (batch, kv head, row block) merges the splits (no
-                     // reduce kernel); needs counters
+    int merge;       // how the splits' partials are merged (TQ_CUDA_MERGE_*, never AUTO here):
+                     // FUSED: the last block per (batch, kv head, row block) merges them through
+                     // L2 (needs counters); KERNEL: a reduce kernel; CLUSTER: the splits of a
+                     // (batch, kv head, row block) are one thread-block cluster and block 0
+                     // merges the others' partials from their shared memory (n_splits <= 16)
+    int pdl;         // KERNEL: launch the reduce kernel with programmatic dependent launch
     unsigned *counters; // >= batch * n_kv_heads * 8 zeroed counters, left zeroed by each call
     cudaStream_t stream;
 };
-// tqc_attend_plan() -- splits to use (n_splits_req > 0 forces it) and workspace floats needed.
+// tqc_attend_plan() -- splits (n_splits_req > 0 forces it) and merge path (merge_req, a
+// TQ_CUDA_MERGE_*; AUTO chooses) to use, and the workspace floats needed.
 void tqc_attend_plan(const tqc_geom *g, int batch, int n_kv_heads, int n_heads, int n_q,
-                     int64_t len, int n_splits_req, int *n_splits, size_t *work_floats);
+                     int64_t len, int n_splits_req, int merge_req, int *n_splits, int *merge,
+                     size_t *work_floats);
 tq_status tqc_attend_launch(const tqc_attend_args *a);
 
 // tqc_kv_use_stream() -- run the cache's work on stream s (the caller's, which must outlive the
