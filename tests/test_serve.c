@@ -344,6 +344,58 @@ int main(int argc, char **argv)
     CHECK(n_events >= 3 && saw_finish && saw_usage, "events %d finish %d usage %d", n_events,
           saw_finish, saw_usage);
 
+    /* concurrent greedy requests (more than --parallel 2: queued, then decoded in one batch):
+     * each answer equals the library's lone greedy run of its prompt */
+    {
+        enum { NC = 6, NT = 48 };
+        pid_t pids[NC];
+        char outs[NC][160];
+        int32_t pr[NC][8], exp[NC][NT];
+        for (int i = 0; i < NC; i++) {
+            char body[256], bf[160];
+            int o = snprintf(body, sizeof(body), "{\"prompt\":[");
+            for (int t = 0; t < 3 + i; t++) {
+                pr[i][t] = (int32_t)((37 * i + 11 * t + 5) % 256);
+                o += snprintf(body + o, sizeof(body) - (size_t)o, "%s%d", t ? "," : "", pr[i][t]);
+            }
+            snprintf(body + o, sizeof(body) - (size_t)o,
+                     "],\"max_tokens\":%d,\"temperature\":0,\"ignore_eos\":true,"
+                     "\"return_tokens\":true}", NT);
+            greedy(pr[i], 3 + i, NT, exp[i]);
+            snprintf(bf, sizeof(bf), "%s/cbody%d", dir, i);
+            snprintf(outs[i], sizeof(outs[i]), "%s/cout%d", dir, i);
+            FILE *f = fopen(bf, "w");
+            fputs(body, f);
+            fclose(f);
+            char data[200], url[256];
+            snprintf(data, sizeof(data), "@%s", bf);
+            snprintf(url, sizeof(url), "%s/v1/completions", base);
+            fflush(stdout);
+            if ((pids[i] = fork()) == 0) {
+                execlp("curl", "curl", "-sS", "--max-time", "60", "-o", outs[i], "-H",
+                       "Authorization: Bearer " KEY, "--data-binary", data, url, (char *)NULL);
+                _exit(127);
+            }
+        }
+        for (int i = 0; i < NC; i++) {
+            int st = 0;
+            waitpid(pids[i], &st, 0);
+            FILE *f = fopen(outs[i], "r");
+            size_t m = f ? fread(r->body, 1, sizeof(r->body) - 1, f) : 0;
+            r->body[m] = 0;
+            if (f)
+                fclose(f);
+            json_object *o = json_tokener_parse(r->body);
+            json_object *toks = o ? path_get(o, "choices", 0, "tokens", NULL) : NULL;
+            CHECK(toks && json_object_array_length(toks) == NT, "concurrent %d: %s", i, r->body);
+            for (int t = 0; toks && t < NT; t++)
+                CHECK(json_object_get_int(json_object_array_get_idx(toks, (size_t)t)) ==
+                          exp[i][t],
+                      "concurrent request %d token %d differs from its lone run", i, t);
+            json_object_put(o);
+        }
+    }
+
     /* tokenize / detokenize */
     post(r, "/tokenize", "{\"content\":\"Hi!\"}");
     CHECK(r->code == 200 && strstr(r->body, "[72,105,33]"), "tokenize: %d %s", r->code, r->body);
@@ -417,6 +469,16 @@ int main(int argc, char **argv)
               !strstr(r->body, "tq_http_responses_total{class=\"4xx\"} 0\n"),
           "metrics: %s", r->body);
 
+    {
+        static const char ka[] = "\ntq_forward_passes_total ", kb[] = "\ntq_forward_sequences_total ";
+        const char *a = strstr(r->body, ka), *b = strstr(r->body, kb);
+        const long passes = a ? atol(a + sizeof(ka) - 1) : 0;
+        const long seqs = b ? atol(b + sizeof(kb) - 1) : 0;
+        /* whether requests overlapped depends on the machine's load: reported, not checked
+         * (test_batch_eval checks the batched pass itself) */
+        CHECK(passes > 0 && seqs >= passes, "metrics: %ld passes for %ld sequences", passes, seqs);
+        printf("  %ld forward passes served %ld sequence steps\n", passes, seqs);
+    }
     kill(server, SIGTERM);
     int st = 0;
     waitpid(server, &st, 0);

@@ -104,12 +104,20 @@ typedef struct srv {
     int n_busy;
     int64_t kv_tokens;      /* tokens held in all slots' caches                             */
     srv_slot *slots;
+    /* the batch of one step (scheduler thread only), n_slots entries each */
+    tq_session **b_sess;
+    const int32_t **b_tok;
+    int64_t *b_n;
+    srv_slot **b_slot;
+    float *b_logits;        /* (n_slots, vocab)                                             */
+    int b_rows;             /* sequences in the last step                                    */
     pthread_t sched;
     int sched_started;
     /* metrics, under mu */
     uint64_t m_http[6];     /* responses by status class: [2] = 2xx, [4] = 4xx, [5] = 5xx    */
     uint64_t m_requests;    /* generation requests accepted                                  */
     uint64_t m_prompt_tokens, m_cached_tokens, m_gen_tokens, m_cancelled, m_shed;
+    uint64_t m_steps, m_step_seqs; /* forward passes, and the sequences they served            */
 } srv;
 
 /* serve_sched.c */

@@ -886,6 +886,10 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
         "# TYPE tq_prompt_tokens_cached_total counter\ntq_prompt_tokens_cached_total %llu\n"
         "# HELP tq_tokens_generated_total Completion tokens.\n"
         "# TYPE tq_tokens_generated_total counter\ntq_tokens_generated_total %llu\n"
+        "# HELP tq_forward_passes_total Batched forward passes (one per scheduler step).\n"
+        "# TYPE tq_forward_passes_total counter\ntq_forward_passes_total %llu\n"
+        "# HELP tq_forward_sequences_total Sequences served by those passes (sum of batch sizes).\n"
+        "# TYPE tq_forward_sequences_total counter\ntq_forward_sequences_total %llu\n"
         "# HELP tq_queue_depth Requests waiting for a slot.\n"
         "# TYPE tq_queue_depth gauge\ntq_queue_depth %d\n"
         "# HELP tq_slots_busy Slots serving a request.\n"
@@ -900,7 +904,8 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
         (unsigned long long)s->m_http[5], (unsigned long long)s->m_requests,
         (unsigned long long)s->m_shed, (unsigned long long)s->m_cancelled,
         (unsigned long long)s->m_prompt_tokens, (unsigned long long)s->m_cached_tokens,
-        (unsigned long long)s->m_gen_tokens, s->n_queued, s->n_busy, s->n_slots, s->o.kv,
+        (unsigned long long)s->m_gen_tokens, (unsigned long long)s->m_steps,
+        (unsigned long long)s->m_step_seqs, s->n_queued, s->n_busy, s->n_slots, s->o.kv,
         (unsigned long long)((uint64_t)s->kv_tokens * s->kv_bytes_per_token), s->o.kv,
         s->kv_bytes_per_token);
     pthread_mutex_unlock(&s->mu);

@@ -22,7 +22,6 @@ struct srv_slot {
     int32_t next;       /* sampled token to evaluate next, -1 none                      */
     int64_t n_out;      /* completion tokens                                             */
     int32_t *out;       /* their ids (n_ctx)                                             */
-    float *logits;      /* vocab_size                                                    */
     tq_tok_stream ts;
     char *gen;          /* all text generated for req                                    */
     size_t n_gen, cap_gen;
@@ -219,11 +218,11 @@ static void slot_finish_text(srv_slot *sl)
 }
 
 /* sample from sl->logits and decide what happens next */
-static void slot_sample(srv *s, srv_slot *sl)
+static void slot_sample(srv *s, srv_slot *sl, const float *logits)
 {
     srv_req *r = sl->req;
     int32_t t = -1;
-    tq_status st = tq_sampler_sample(r->sampler, sl->logits, &t);
+    tq_status st = tq_sampler_sample(r->sampler, logits, &t);
     if (st) {
         slot_fail(sl, st, "sampling");
         return;
@@ -257,10 +256,16 @@ static void slot_sample(srv *s, srv_slot *sl)
     sl->next = t;
 }
 
-/* one scheduler step over the admitted slots */
+/* one scheduler step: the next token of every decoding slot and at most one prompt chunk of
+ * one prefilling slot, all in one tq_batch_eval() pass (each row bit-identical to the slot's
+ * lone run, so batching does not change answers) */
 static void step(srv *s)
 {
-    int did_prefill = 0;
+    tq_session **ss = s->b_sess;
+    const int32_t **tk = s->b_tok;
+    int64_t *nn = s->b_n;
+    srv_slot **who = s->b_slot;
+    int k = 0, prefill = -1;
     for (int i = 0; i < s->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         if (!sl->req || sl->fin)
@@ -268,35 +273,42 @@ static void step(srv *s)
         if (!sl->admitted)
             slot_setup(s, sl);
         srv_req *r = sl->req;
-        tq_status st;
         if (sl->n_fed < r->n_prompt) {
-            if (did_prefill)
+            if (prefill >= 0)
                 continue; /* one prompt chunk per step: decoding slots keep their pace */
-            did_prefill = 1;
             int64_t n = r->n_prompt - sl->n_fed;
-            if (n > s->o.chunk)
-                n = s->o.chunk;
-            const int last = sl->n_fed + n == r->n_prompt;
-            st = tq_session_eval(sl->sess, r->prompt + sl->n_fed, n, last ? sl->logits : NULL);
-            if (st) {
-                slot_fail(sl, st, "prompt evaluation");
-                continue;
-            }
-            memcpy(sl->toks + sl->n_toks, r->prompt + sl->n_fed, (size_t)n * sizeof(int32_t));
-            sl->n_toks += n;
-            sl->n_fed += n;
-            if (last)
-                slot_sample(s, sl);
+            prefill = k;
+            nn[k] = n > s->o.chunk ? s->o.chunk : n;
+            tk[k] = r->prompt + sl->n_fed;
         } else if (sl->next >= 0) {
-            st = tq_session_eval(sl->sess, &sl->next, 1, sl->logits);
-            if (st) {
-                slot_fail(sl, st, "decode step");
-                continue;
-            }
-            sl->toks[sl->n_toks++] = sl->next;
-            sl->next = -1;
-            slot_sample(s, sl);
+            nn[k] = 1;
+            tk[k] = &sl->next;
+        } else {
+            continue;
         }
+        ss[k] = sl->sess;
+        who[k++] = sl;
+    }
+    if (!k)
+        return;
+    tq_status st = tq_batch_eval(ss, tk, nn, k, s->b_logits);
+    s->b_rows = k;
+    for (int j = 0; j < k; j++) {
+        srv_slot *sl = who[j];
+        srv_req *r = sl->req;
+        if (st) {
+            slot_fail(sl, st, "forward pass");
+            continue;
+        }
+        memcpy(sl->toks + sl->n_toks, tk[j], (size_t)nn[j] * sizeof(int32_t));
+        sl->n_toks += nn[j];
+        if (j == prefill) {
+            sl->n_fed += nn[j];
+            if (sl->n_fed < r->n_prompt)
+                continue;
+        }
+        sl->next = -1;
+        slot_sample(s, sl, s->b_logits + (size_t)j * s->info.vocab_size);
     }
 }
 
@@ -305,6 +317,11 @@ static void step(srv *s)
 static void publish_locked(srv *s)
 {
     int64_t kv = 0;
+    if (s->b_rows) {
+        s->m_steps++;
+        s->m_step_seqs += (uint64_t)s->b_rows;
+        s->b_rows = 0;
+    }
     for (int i = 0; i < s->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         kv += sl->n_toks;
@@ -476,7 +493,7 @@ int srv_sched_start(srv *s)
     tq_session_opts_default(&so);
     so.kv = s->kv;
     so.n_ctx = s->n_ctx;
-    so.n_batch = s->o.chunk;
+    so.n_batch = s->o.chunk + (s->o.parallel ? s->o.parallel : 8); /* a chunk + the decodes */
     /* one probe session: a scheme the model cannot use is refused here, before any request */
     tq_session *probe = NULL;
     if ((st = tq_session_create(s->model, &so, &probe)))
@@ -505,7 +522,12 @@ int srv_sched_start(srv *s)
         return 1;
     }
     s->slots = calloc((size_t)s->n_slots, sizeof(*s->slots));
-    if (!s->slots) {
+    s->b_logits = malloc((size_t)s->n_slots * (size_t)s->info.vocab_size * sizeof(float));
+    s->b_sess = calloc((size_t)s->n_slots, sizeof(*s->b_sess));
+    s->b_tok = calloc((size_t)s->n_slots, sizeof(*s->b_tok));
+    s->b_n = calloc((size_t)s->n_slots, sizeof(*s->b_n));
+    s->b_slot = calloc((size_t)s->n_slots, sizeof(*s->b_slot));
+    if (!s->slots || !s->b_logits || !s->b_sess || !s->b_tok || !s->b_n || !s->b_slot) {
         tq_session_free(probe);
         return cli_error(cmd, TQ_E_NOMEM, "out of memory for %d slots", s->n_slots);
     }
@@ -517,8 +539,7 @@ int srv_sched_start(srv *s)
             return cli_error(cmd, st, "cannot create session %d of %d", i + 1, s->n_slots);
         sl->toks = malloc((size_t)s->n_ctx * sizeof(int32_t));
         sl->out = malloc((size_t)s->n_ctx * sizeof(int32_t));
-        sl->logits = malloc((size_t)s->info.vocab_size * sizeof(float));
-        if (!sl->toks || !sl->out || !sl->logits)
+        if (!sl->toks || !sl->out)
             return cli_error(cmd, TQ_E_NOMEM, "out of memory for slot %d", i + 1);
         sl->next = -1;
     }
@@ -542,9 +563,18 @@ void srv_sched_stop(srv *s)
             tq_session_free(s->slots[i].sess);
             free(s->slots[i].toks);
             free(s->slots[i].out);
-            free(s->slots[i].logits);
             free(s->slots[i].gen);
         }
     free(s->slots);
     s->slots = NULL;
+    free(s->b_logits);
+    free(s->b_sess);
+    free(s->b_tok);
+    free(s->b_n);
+    free(s->b_slot);
+    s->b_logits = NULL;
+    s->b_sess = NULL;
+    s->b_tok = NULL;
+    s->b_n = NULL;
+    s->b_slot = NULL;
 }

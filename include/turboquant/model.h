@@ -28,6 +28,9 @@ typedef struct tq_session tq_session;
  * TQ_ARCH_GEMMA3 (sliding-window layers attend within their window; the cache still stores every
  * token). Attention logit soft-capping (gemma2) is refused with TQ_E_UNSUPPORTED. */
 
+/* tq_model_opts.weight_store */
+enum { TQ_STORE_AUTO = 0, TQ_STORE_NATIVE = 1, TQ_STORE_DEQUANT = 2 };
+
 /* Options for tq_model_load(). Fill with tq_model_opts_default() first, then change fields. */
 typedef struct tq_model_opts {
     tq_dtype weight_type; /* storage of the big matrices: F32, F16 or BF16 (default BF16);
@@ -35,6 +38,13 @@ typedef struct tq_model_opts {
     int n_threads;        /* threads of the model's own pool when pool is NULL; <= 0 = one
                            * per online CPU (default 0)                                    */
     tq_pool *pool;        /* borrowed pool (must outlive the model), or NULL (default)      */
+    int weight_store;     /* TQ_STORE_AUTO (default): GGUF block-quantized matrices stay in
+                           * their format in memory (native kernels), float ones become
+                           * weight_type; TQ_STORE_NATIVE: the same, and a safetensors
+                           * source is refused; TQ_STORE_DEQUANT: everything dequantized
+                           * to weight_type at load (the behaviour before native kernels) */
+    int native_f32_act;   /* 1: native matmuls take f32 activations (exact) instead of the
+                           * int8 blocks quantized once per token (default, faster)         */
     int matvec_bf16;      /* 1: bf16-activation matvec for bf16 weights on AVX-512 BF16 CPUs
                            * (rounds activations to bf16; the tool's TQ_MATVEC=avx512bf16)  */
     int gemm_openblas;    /* 1: OpenBLAS sgemm for f32-weight prefill, NOT batch-invariant
@@ -79,6 +89,10 @@ typedef struct tq_model_info {
     const char *gemm_kernel;/* kernel for products of >= 16 tokens (prefill): kernel, or
                              * "openblas" when gemm_openblas asked for it (f32 weights;
                              * not batch-invariant, see src/cpu/matvec.h)                  */
+    int native;             /* 1: some matrices run in their file's block format          */
+    const char *native_kernels; /* per native tensor type, the kernel that runs it:
+                             * "Q4_1 q8-act avx2, Q8_0 q8-act avx2" ("" when none)       */
+    size_t weight_bytes_token; /* weight bytes a decode step reads (every matrix once)    */
 } tq_model_info;
 
 /* tq_model_get_info() -- describe the model into *out. */
@@ -128,6 +142,21 @@ TQ_API tq_status tq_session_eval(tq_session *s, const int32_t *tokens, int64_t n
  * logits has shape (n, vocab_size) and logits_count >= n * vocab_size (for perplexity / KL). */
 TQ_API tq_status tq_session_eval_all(tq_session *s, const int32_t *tokens, int64_t n,
                                      float *logits, int64_t logits_count);
+
+/* tq_batch_eval() -- evaluate several sessions of one model in ONE forward pass: append
+ * tokens[i][0..n[i]) to ss[i] for each of the n_seq sequences (a decode step is n[i] = 1; a
+ * prompt chunk may ride along) and write the logits of each one's last token to row i of
+ * logits ((n_seq, vocab_size) floats; NULL skips the output layer). Every weight matrix is
+ * read once for all the rows instead of once per session. Batch-invariant: row i is
+ * bit-identical to what tq_session_eval(ss[i], tokens[i], n[i], ...) gives alone. The sum of
+ * n[i] must fit the first session's n_batch (tq_session_opts), n_seq <= TQ_BATCH_MAX, the
+ * sessions distinct. Never allocates; threads as tq_session_eval. Errors: TQ_E_ARG (NULL, a
+ * session twice or of another model, a token id outside the vocabulary, too many rows),
+ * TQ_E_OVERFLOW (a session's context cannot take its tokens); on any error nothing is
+ * appended to any session. */
+#define TQ_BATCH_MAX 256
+TQ_API tq_status tq_batch_eval(tq_session *const *ss, const int32_t *const *tokens,
+                               const int64_t *n, int n_seq, float *logits);
 
 /* tq_session_n_past() -- tokens currently in the cache. tq_session_n_ctx() -- its capacity. */
 TQ_API int64_t tq_session_n_past(const tq_session *s);
