@@ -277,6 +277,19 @@ tq_status tq_kvcache_create(tq_kv_scheme scheme, int n_layers, int n_heads, int 
                             int head_dim, int64_t n_ctx, float scale, int n_threads,
                             tq_kvcache **out)
 {
+    *out = NULL;
+    if (scheme.kind == TQ_KV_ROT && n_layers > 0 && n_heads > 0 && n_kv_heads > 0 &&
+        n_heads % n_kv_heads == 0 && n_ctx > 0 && n_threads > 0) /* fused: kvcache_rot.c */
+        return tq_kvcache_rot_create(scheme, n_layers, n_heads, n_kv_heads, head_dim, n_ctx,
+                                     scale, n_threads, out);
+    return tq_kvcache_window_create(scheme, n_layers, n_heads, n_kv_heads, head_dim, n_ctx, scale,
+                                    n_threads, out);
+}
+
+tq_status tq_kvcache_window_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
+                                   int head_dim, int64_t n_ctx, float scale, int n_threads,
+                                   tq_kvcache **out)
+{
     char nm[32];
     *out = NULL;
     if (n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 ||

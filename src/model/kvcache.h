@@ -63,6 +63,17 @@ struct tq_kvcache {
 tq_status tq_kvcache_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
                             int head_dim, int64_t n_ctx, float scale, int n_threads,
                             tq_kvcache **out);
+/* tq_kvcache_window_create() -- the generic dequantize-window cache for any scheme it supports
+ * (f32/f16/bf16/kv8/kv4 and, as the reference of the fused rot: cache, rot:); what
+ * tq_kvcache_create() gives for the non-fused schemes. */
+tq_status tq_kvcache_window_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
+                                   int head_dim, int64_t n_ctx, float scale, int n_threads,
+                                   tq_kvcache **out);
+/* tq_kvcache_rot_create() -- the rot: cache with fused attention (kvcache_rot.c); what
+ * tq_kvcache_create() gives for TQ_KV_ROT. */
+tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
+                                int head_dim, int64_t n_ctx, float scale, int n_threads,
+                                tq_kvcache **out);
 void tq_kvcache_free(tq_kvcache *c);
 /* tq_kvcache_token_bytes() -- real bytes of one token's K+V over all layers and kv-heads. */
 size_t tq_kvcache_token_bytes(const tq_kvcache *c);

@@ -1,0 +1,215 @@
+/* attn_rot_avx512.c -- AVX-512 kernels of the fused rot: attention (attn_rot.h; the scalar spec
+ * is attn_rot.c). dec(): the same float products as the spec (so the same values); pair codes
+ * are cut from the bitstream 16 pairs at a time (byte shuffle + variable shift), split into
+ * (i0, i1) by a float division that is exact for codes < 2^16, looked up by permutes (L <= 64) or
+ * a gather. block(): 16-lane float dot products, a polynomial e^x (|rel err| < 3e-7), value
+ * sums 64 dims at a time in registers. d is a multiple of 64. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/half.h"
+#include "cpu/attn_rot.h"
+
+void tq_attn_rot_dec_block_scalar(const tq_rot_code *c, const uint8_t *b, float *y);
+
+/* shuffle control putting bytes [o, o+2] of pair i (o = i*pb/8) into 32-bit lane i % 4 of the
+ * 128-bit lane holding pairs 4*(i/4).. (relative to that lane's first byte 0 = group start) */
+static __m512i pair_shuffle(int pb, __m512i *shifts)
+{
+    uint8_t ctl[64];
+    int32_t sh[16];
+    for (int i = 0; i < 16; i++) {
+        const int pi = i % 8, bit = pi * pb, o = bit >> 3;
+        sh[i] = bit & 7;
+        for (int b = 0; b < 4; b++) {
+            const int idx = o + b;
+            ctl[4 * i + b] = (uint8_t)(b < 3 && idx < 16 ? idx : 0x80);
+        }
+    }
+    *shifts = _mm512_loadu_si512(sh);
+    return _mm512_loadu_si512(ctl);
+}
+
+static inline __m512 lookup(const tq_rot_code *c, __m512i i, __m512 t0, __m512 t1, __m512 t2,
+                            __m512 t3)
+{
+    const int L = c->levels;
+    if (L <= 16)
+        return _mm512_permutexvar_ps(i, t0);
+    if (L <= 32)
+        return _mm512_permutex2var_ps(t0, i, t1);
+    if (L <= 64) {
+        const __m512 a = _mm512_permutex2var_ps(t0, i, t1), b = _mm512_permutex2var_ps(t2, i, t3);
+        const __mmask16 hi = _mm512_test_epi32_mask(i, _mm512_set1_epi32(32));
+        return _mm512_mask_blend_ps(hi, a, b);
+    }
+    return _mm512_i32gather_ps(i, c->grid, 4);
+}
+
+static void dec_lm(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, float *out)
+{
+    const int L = c->levels, pb = c->pair_bits, G = c->group, bb = c->block_bytes;
+    __m512i shifts;
+    const __m512i ctl = pair_shuffle(pb, &shifts);
+    const __m512i mask = _mm512_set1_epi32((1 << pb) - 1), vL = _mm512_set1_epi32(L);
+    const __m512i lmax = _mm512_set1_epi32(L - 1);
+    const __m512 invL = _mm512_set1_ps(1.0f / (float)L), half = _mm512_set1_ps(0.5f);
+    __m512 t[4];
+    for (int k = 0; k < 4; k++) {
+        const int rem = L - 16 * k;
+        t[k] = rem <= 0 ? _mm512_setzero_ps()
+                        : _mm512_maskz_loadu_ps((__mmask16)(rem >= 16 ? 0xffff : (1u << rem) - 1u),
+                                                c->grid + 16 * k);
+    }
+    const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i ihi =
+        _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const uint8_t *end = src + (size_t)n * rb;
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = src + (size_t)r * rb;
+        for (int o = 0; o < d; o += G) {
+            const uint8_t *b = row + (size_t)(o / G) * bb;
+            const __m512 s = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(b)));
+            float *y = out + (size_t)r * d + o;
+            for (int p0 = 0; p0 < G / 2; p0 += 16) {
+                /* 8 pairs fill exactly pb bytes: 16 pairs = two windows of 16 bytes */
+                const uint8_t *w0 = b + 2 + (size_t)(p0 / 8) * pb, *w1 = w0 + pb;
+                __m128i x0, x1;
+                if (w1 + 16 <= end) {
+                    x0 = _mm_loadu_si128((const __m128i *)(const void *)w0);
+                    x1 = _mm_loadu_si128((const __m128i *)(const void *)w1);
+                } else { /* the last row of the view: no read past it */
+                    uint8_t tmp[32] = {0};
+                    memcpy(tmp, w0, (size_t)2 * pb);
+                    x0 = _mm_loadu_si128((const __m128i *)(const void *)tmp);
+                    x1 = _mm_loadu_si128((const __m128i *)(const void *)(tmp + pb));
+                }
+                const __m256i y0 = _mm256_broadcastsi128_si256(x0);
+                const __m256i y1 = _mm256_broadcastsi128_si256(x1);
+                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1);
+                v = _mm512_shuffle_epi8(v, ctl);
+                v = _mm512_and_si512(_mm512_srlv_epi32(v, shifts), mask);
+                const __m512 f = _mm512_add_ps(_mm512_cvtepi32_ps(v), half);
+                __m512i i1 = _mm512_cvttps_epi32(_mm512_mul_ps(f, invL));
+                const __m512i i0 = _mm512_sub_epi32(v, _mm512_mullo_epi32(i1, vL));
+                i1 = _mm512_min_epi32(i1, lmax);
+                const __m512 a = _mm512_mul_ps(lookup(c, i0, t[0], t[1], t[2], t[3]), s);
+                const __m512 bq = _mm512_mul_ps(lookup(c, i1, t[0], t[1], t[2], t[3]), s);
+                _mm512_storeu_ps(y + 2 * p0, _mm512_permutex2var_ps(a, ilo, bq));
+                _mm512_storeu_ps(y + 2 * p0 + 16, _mm512_permutex2var_ps(a, ihi, bq));
+            }
+        }
+    }
+}
+
+static void dec512(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, float *out)
+{
+    if (c->kind == TQ_ROTC_LM) {
+        dec_lm(c, src, rb, n, d, out);
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = src + (size_t)r * rb;
+        for (int o = 0; o < d; o += 32) {
+            const uint8_t *b = row + (size_t)(o / 32) * c->block_bytes;
+            float *y = out + (size_t)r * d + o;
+            const __m512 s = _mm512_set1_ps(tq_f16_to_f32(tq_rd16(b)));
+            if (c->kind == TQ_ROTC_Q8_0) {
+                for (int h = 0; h < 2; h++) {
+                    const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + 2 + 16 * h));
+                    _mm512_storeu_ps(y + 16 * h,
+                                     _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), s));
+                }
+            } else if (c->kind == TQ_ROTC_Q4_0) {
+                const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + 2));
+                const __m128i m = _mm_set1_epi8(15), e8 = _mm_set1_epi8(8);
+                const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m), e8);
+                const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), e8);
+                _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), s));
+                _mm512_storeu_ps(y + 16,
+                                 _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), s));
+            } else {
+                tq_attn_rot_dec_block_scalar(c, b, y);
+            }
+        }
+    }
+}
+
+/* e^x for x <= 0: 2^n e^r, n = rint(x log2 e), r = x - n ln2 (two-part ln2), e^r by Taylor to
+ * degree 7 (|r| <= 0.35: truncation < 1e-8); x < -87 gives 2^-126-ish, weight 0 in effect */
+static inline __m512 exp512(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline float dot512(const float *a, const float *b, int n)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+static void block512(const float *q, const float *K, const float *V, int nv, int d, float scale,
+                     float *S, float *sc)
+{
+    for (int k = 0; k < nv; k++)
+        sc[k] = scale * dot512(q, K + (size_t)k * d, d);
+    for (int k = nv; k < TQ_ROT_KB; k++)
+        sc[k] = -INFINITY;
+    const __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + 16);
+    const float bm = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+    float *acc = S + 2;
+    const float mn = bm > S[0] ? bm : S[0];
+    if (mn > S[0] && S[1] != 0.0f) {
+        const float corr = expf(S[0] - mn);
+        S[1] *= corr;
+        const __m512 vc = _mm512_set1_ps(corr);
+        for (int j = 0; j < d; j += 16)
+            _mm512_storeu_ps(acc + j, _mm512_mul_ps(vc, _mm512_loadu_ps(acc + j)));
+    }
+    S[0] = mn;
+    const __m512 vm = _mm512_set1_ps(mn);
+    const __m512 p0 = exp512(_mm512_sub_ps(s0, vm)), p1 = exp512(_mm512_sub_ps(s1, vm));
+    _mm512_storeu_ps(sc, p0); /* the weights replace the scores (-inf lanes give 0) */
+    _mm512_storeu_ps(sc + 16, p1);
+    float l = S[1];
+    for (int k = 0; k < nv; k++)
+        l += sc[k];
+    S[1] = l;
+    for (int c = 0; c < d; c += 64) {
+        __m512 a0 = _mm512_loadu_ps(acc + c), a1 = _mm512_loadu_ps(acc + c + 16);
+        __m512 a2 = _mm512_loadu_ps(acc + c + 32), a3 = _mm512_loadu_ps(acc + c + 48);
+        for (int k = 0; k < nv; k++) {
+            const __m512 w = _mm512_set1_ps(sc[k]);
+            const float *v = V + (size_t)k * d + c;
+            a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v), a0);
+            a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16), a1);
+            a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 32), a2);
+            a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 48), a3);
+        }
+        _mm512_storeu_ps(acc + c, a0);
+        _mm512_storeu_ps(acc + c + 16, a1);
+        _mm512_storeu_ps(acc + c + 32, a2);
+        _mm512_storeu_ps(acc + c + 48, a3);
+    }
+}
+
+const tq_attn_rot_kernels tq_attn_rot_avx512 = {"avx512", dec512, block512};

@@ -1,0 +1,178 @@
+/* kvcache_rot.c -- the rot: KV cache (rotated block codes, src/kv/kv_rot.c) with fused attention:
+ * rows stay packed (the codec's bytes, head-major like every scheme); append() encodes only the
+ * new rows; attend() rotates the queries once (the K rotation), runs the fused kernel of
+ * src/cpu/attn_rot*.c over the packed blocks (scores against the rotated query, online softmax,
+ * values summed in the rotated domain) and un-rotates each output row once (the V rotation).
+ * The dequantize-window path of kvcache.c (tq_kvcache_window_create) is its reference. */
+#include <string.h>
+
+#include "cpu/attn_rot.h"
+#include "kv/kv_internal.h"
+#include "model/kvcache.h"
+
+#define ROT_QMAX 256 /* queries per attend slice (rotated-query buffer) */
+
+typedef struct tq_kvc_rot {
+    tq_kvcache base;            /* first member                                       */
+    tq_rot_code kc, vc;         /* the K and V codes as plain descriptors              */
+    float iq4[16];              /* iq4_nl grid as floats (descriptor storage)          */
+    const tq_attn_rot_kernels *kern;
+    unsigned char *scratch;     /* n_threads x tq_attn_rot_scratch_bytes               */
+    float *part;                /* decode partial states                               */
+    float *qbuf;                /* ROT_QMAX x n_heads x head_dim rotated queries       */
+} tq_kvc_rot;
+
+static void code_of(int code, float *iq4, tq_rot_code *o)
+{
+    memset(o, 0, sizeof(*o));
+    if (code >= TQ_KV_CODE_LM) {
+        const tq_kv_lm_code *c = &tq_kv_lm_codes[code - TQ_KV_CODE_LM];
+        int pb = 0;
+        while ((1 << pb) < c->levels * c->levels)
+            pb++;
+        *o = (tq_rot_code){TQ_ROTC_LM, c->group, (int)tq_kv_lm_block_bytes(c), c->levels, pb,
+                           c->grid};
+        return;
+    }
+    o->group = 32;
+    o->block_bytes = (int)tq_kv_rot_row_bytes(code, 64) / 2;
+    switch (code) {
+    case TQ_KV_CODE_Q8_0:
+        o->kind = TQ_ROTC_Q8_0;
+        break;
+    case TQ_KV_CODE_Q5_0:
+        o->kind = TQ_ROTC_Q5_0;
+        break;
+    case TQ_KV_CODE_Q4_0:
+        o->kind = TQ_ROTC_Q4_0;
+        break;
+    default:
+        o->kind = TQ_ROTC_IQ4_NL;
+        for (int i = 0; i < 16; i++)
+            iq4[i] = (float)tq_kv_iq4nl_values()[i];
+        o->grid = iq4;
+        break;
+    }
+}
+
+static tq_status rot_append(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
+                            int64_t n)
+{
+    const int hd = c->head_dim, nkv = c->n_kv_heads;
+    for (int64_t t = 0; t < n; t++)
+        for (int g = 0; g < nkv; g++) {
+            const size_t row = (size_t)g * (size_t)c->n_ctx + (size_t)(pos + t);
+            tq_kv_rot_encode_row_ref(c->scheme.k_bits, 0, k + (t * nkv + g) * hd, hd,
+                                     c->k[il] + row * c->k_row_bytes);
+            tq_kv_rot_encode_row_ref(c->scheme.v_bits, 1, v + (t * nkv + g) * hd, hd,
+                                     c->v[il] + row * c->v_row_bytes);
+        }
+    return TQ_OK;
+}
+
+static void rot_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
+                       float *out, tq_pool *pool)
+{
+    tq_kvc_rot *r = (tq_kvc_rot *)(void *)c;
+    const int hd = c->head_dim, nh = c->n_heads;
+    tq_pool *p = c->n_threads > 1 ? pool : NULL;
+    for (int64_t s0 = 0; s0 < n_q; s0 += ROT_QMAX) {
+        const int64_t nq = n_q - s0 < ROT_QMAX ? n_q - s0 : ROT_QMAX;
+        for (int64_t i = 0; i < nq * nh; i++) {
+            float *qr = r->qbuf + (size_t)i * hd;
+            memcpy(qr, q + ((size_t)s0 * nh + (size_t)i) * hd, (size_t)hd * sizeof(float));
+            tq_kv_rot_apply(qr, hd, 0);
+        }
+        float *o = out + (size_t)s0 * nh * hd;
+        const tq_attn_rot_job j = {
+            .kern = r->kern, .kc = &r->kc, .vc = &r->vc, .k = c->k[il], .v = c->v[il],
+            .k_rb = c->k_row_bytes, .v_rb = c->v_row_bytes,
+            .k_head_stride = (size_t)c->n_ctx * c->k_row_bytes,
+            .v_head_stride = (size_t)c->n_ctx * c->v_row_bytes, .slots = c->n_ctx,
+            .n_heads = nh, .n_kv_heads = c->n_kv_heads, .hd = hd, .scale = c->scale,
+            .window = c->window && c->window[il] > 0 ? c->window[il] : 0, .q = r->qbuf,
+            .n_q = nq, .pos0 = pos0 + s0, .out = o, .scratch = r->scratch, .part = r->part};
+        tq_attn_rot_run(&j, p);
+        for (int64_t i = 0; i < nq * nh; i++) /* the one inverse rotation per output row */
+            tq_kv_rot_apply(o + (size_t)i * hd, hd, 1);
+    }
+}
+
+static void rot_destroy(tq_kvcache *c)
+{
+    tq_kvc_rot *r = (tq_kvc_rot *)(void *)c;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->k)
+            tq_free(c->k[l]);
+        if (c->v)
+            tq_free(c->v[l]);
+    }
+    tq_free(c->k);
+    tq_free(c->v);
+    tq_free(r->scratch);
+    tq_free(r->part);
+    tq_free(r->qbuf);
+    tq_free(r);
+}
+
+static const tq_kvc_ops rot_ops = {"rot-fused", rot_append, rot_attend, rot_destroy, NULL};
+
+tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
+                                int head_dim, int64_t n_ctx, float scale, int n_threads,
+                                tq_kvcache **out)
+{
+    char nm[48];
+    *out = NULL;
+    tq_kv_scheme_name(scheme, nm, sizeof(nm));
+    tq_status st = tq_kv_check(scheme, head_dim);
+    if (st)
+        return st;
+    if (scheme.kind != TQ_KV_ROT)
+        return TQ_FAIL(TQ_E_ARG, "rot cache: scheme %s is not a rot: scheme", nm);
+    tq_kvc_rot *r = tq_calloc(1, sizeof(*r));
+    if (!r)
+        return TQ_FAIL(TQ_E_NOMEM, "kv cache: out of memory");
+    tq_kvcache *c = &r->base;
+    c->ops = &rot_ops;
+    c->scheme = scheme;
+    c->n_layers = n_layers;
+    c->n_heads = n_heads;
+    c->n_kv_heads = n_kv_heads;
+    c->head_dim = head_dim;
+    c->n_ctx = n_ctx;
+    c->scale = scale;
+    c->n_threads = n_threads;
+    c->k_row_bytes = tq_kv_rot_row_bytes(scheme.k_bits, head_dim);
+    c->v_row_bytes = tq_kv_rot_row_bytes(scheme.v_bits, head_dim);
+    code_of(scheme.k_bits, r->iq4, &r->kc);
+    code_of(scheme.v_bits, r->iq4, &r->vc);
+    if (!tq_rot_code_row_ok(&r->kc, head_dim) || !tq_rot_code_row_ok(&r->vc, head_dim)) {
+        tq_free(r);
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "kv cache %s: the fused attention does not support "
+                                         "head_dim %d with these codes", nm, head_dim);
+    }
+    r->kern = tq_attn_rot_kernels_for(tq_cpu_isa());
+    const int group = n_heads / n_kv_heads;
+    size_t per_k, per_v, sb;
+    c->k = tq_calloc((size_t)n_layers, sizeof(*c->k));
+    c->v = tq_calloc((size_t)n_layers, sizeof(*c->v));
+    if (!c->k || !c->v || !tq_mul_ok((size_t)n_kv_heads * (size_t)n_ctx, c->k_row_bytes, &per_k) ||
+        !tq_mul_ok((size_t)n_kv_heads * (size_t)n_ctx, c->v_row_bytes, &per_v) ||
+        !tq_mul_ok(tq_attn_rot_scratch_bytes(head_dim, group), (size_t)n_threads, &sb))
+        goto nomem;
+    for (int l = 0; l < n_layers; l++)
+        if (!(c->k[l] = tq_aligned_alloc(per_k)) || !(c->v[l] = tq_aligned_alloc(per_v)))
+            goto nomem;
+    r->scratch = tq_aligned_alloc(sb);
+    r->part = tq_aligned_alloc(tq_attn_rot_part_floats(n_kv_heads, group, head_dim, n_ctx) *
+                               sizeof(float));
+    r->qbuf = tq_aligned_alloc((size_t)ROT_QMAX * n_heads * head_dim * sizeof(float));
+    if (!r->scratch || !r->part || !r->qbuf)
+        goto nomem;
+    *out = c;
+    return TQ_OK;
+nomem:
+    rot_destroy(c);
+    return TQ_FAIL(TQ_E_NOMEM, "kv cache: out of memory for %lld tokens of %s", (long long)n_ctx,
+                   nm);
+}
