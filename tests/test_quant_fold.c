@@ -20,6 +20,7 @@ static int logits_of(const char *dir, const int32_t *tok, int n, float *out, int
     tq_model_opts mo;
     tq_model_opts_default(&mo);
     mo.weight_type = TQ_DTYPE_F32;
+    mo.weight_store = TQ_STORE_DEQUANT; /* dequantized f32: the quantization error alone */
     mo.n_threads = 1;
     tq_model *m = NULL;
     tq_status st = tq_model_load(dir, &mo, &m);

@@ -14,6 +14,7 @@ static void usage(void)
            "  --ctx N       window length, even, 4..1048576 (default 512)\n"
            "  --chunks N    evaluate only the first N windows (default 0 = all)\n"
            "  -t N          threads, 0..256 (default 0 = every core)\n"
+           "  --weights W   native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
            "  --json F      also write the result as JSON to F ('-' = stdout)\n",
            EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
 }

@@ -1,13 +1,25 @@
 /* eval_cli.c -- shared parts of `tq ppl` and `tq kl` (eval_cli.h). */
 #include "eval_cli.h"
 #include "env_opts.h"
+#include "model_opts.h"
 
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
+/* --weights of the current command (one command per process): eval_open() applies it */
+static tq_model_opts eval_wopts;
+static int eval_wset;
+
 int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e)
 {
+    if (!strcmp(a, "--weights")) {
+        tq_model_opts_default(&eval_wopts);
+        if (cli_weights(cmd, v, &eval_wopts))
+            return -1;
+        eval_wset = 1;
+        return 1;
+    }
     if (!strcmp(a, "-m") || !strcmp(a, "--model"))
         e->model = v;
     else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
@@ -74,6 +86,11 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
     fclose(f);
     tq_model_opts_default(&mo);
     cli_model_env(&mo);
+    if (eval_wset) {
+        mo.weight_store = eval_wopts.weight_store;
+        mo.weight_type = eval_wopts.weight_type;
+        mo.native_f32_act = eval_wopts.native_f32_act;
+    }
     mo.n_threads = threads;
     if ((st = tq_model_load(model, &mo, m))) {
         free(buf);
