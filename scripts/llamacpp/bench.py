@@ -139,11 +139,11 @@ def main():
         for model in a.models.split(","):
             size = os.path.getsize(model) / 2**20
             for w in ("native", "bf16"):
-                cmd = [a.tq, "generate", "-m", model, "-p", "Once upon a time", "-n", "64",
-                       "--temp", "0", "-t", "2", "--weights", w]
-                p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                _, status, ru = os.wait4(p.pid, 0)
-                mb = ru.ru_maxrss / 1024
+                cmd = ["/usr/bin/time", "-f", "MAXRSS %M", a.tq, "generate", "-m", model, "-p",
+                       "Once upon a time", "-n", "64", "--temp", "0", "-t", "2", "--weights", w]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                kb = [l for l in r.stderr.splitlines() if l.startswith("MAXRSS ")]
+                mb = int(kb[-1].split()[1]) / 1024 if kb else float("nan")
                 rows.append({"model": os.path.basename(model), "metric": f"rss_{w}",
                              "peak_rss_mb": mb, "file_mb": size})
                 print(f"{os.path.basename(model):36s} tq generate -n 64 --weights {w:6s} peak RSS "
