@@ -147,7 +147,7 @@ int main(int argc, char **argv)
     qsort(kls, (size_t)nk, sizeof(double), cmp_d);
     printf("teacher %s\ncandidate %s\n%d windows x %d tokens (%lld scored), weights %s, f32 KV\n",
            ta, cb, nw, ctx, (long long)nk, tq_dtype_name(wt));
-    printf("KL mean %.6f median %.6f p95 %.6f p99 %.6f max %.6f; top-1 agreement %.4f; ppl "
+    printf("KL mean %.3g median %.3g p95 %.3g p99 %.3g max %.3g; top-1 agreement %.4f; ppl "
            "teacher %.4f candidate %.4f\n",
            mean, nk ? kls[nk / 2] : 0, nk ? kls[(int64_t)(nk * 0.95)] : 0,
            nk ? kls[(int64_t)(nk * 0.99)] : 0, nk ? kls[nk - 1] : 0,
