@@ -6,7 +6,7 @@ run: the two engines alternate round by round (each round = every scheme and dep
 engine), so load drifts hit both alike; medians over the rounds; ratios tq / llama.cpp per depth.
 Prints a markdown table (wall tok/s and process CPU ms per token) and writes --json.
 usage: python3 scripts/quality/kv_speed.py [--rounds 3] [--steps 8] [--isa avx512|avx2]
-       [--bench build/release/tests/test_rot_bench] [--json OUT]
+       [--bench build/release/tests/test_rot_bench] [--json OUT] [--text FILE]
 """
 import argparse
 import json
@@ -23,6 +23,9 @@ ap.add_argument("--isa", default="", help="force tq's kernels (avx2 = the AVX2 p
 ap.add_argument("--bench", default=os.path.join(ROOT, "build/release/tests/test_rot_bench"))
 ap.add_argument("--llama-configs", default="f16,q8_0/q4_0+fa")
 ap.add_argument("--no-llama", action="store_true")
+ap.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "assets", "corpora",
+                                               "wikitext-2-raw-test.txt"),
+                help="llama.cpp's prefill text (default: ../shared next to the repository)")
 ap.add_argument("--json")
 a = ap.parse_args()
 if not os.path.isfile(a.bench):
@@ -46,7 +49,8 @@ for r in range(a.rounds):
         rows.append(row)
     if not a.no_llama:
         for row in run([sys.executable, "scripts/quality/llamacpp_depth.py", "--steps",
-                        str(a.steps), "--rounds", "1", "--configs", a.llama_configs]):
+                        str(a.steps), "--rounds", "1", "--configs", a.llama_configs,
+                        "--text", a.text]):
             row["round"] = r
             rows.append(row)
     print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
