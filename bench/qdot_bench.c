@@ -4,7 +4,7 @@
  *
  * For each shape (default 576x1536 and 4096x14336) and thread count (default 1 and 2), times
  * one matvec of random weights per format (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K), per ISA table (scalar,
- * avx2) and per activation path (q8: the quantizer is inside the timed region; f32), and the
+ * avx2, avx512vnni where the CPU has it; a table without the format is skipped) and per activation path (q8: the quantizer is inside the timed region; f32), and the
  * existing bf16 kernel of src/cpu/matvec.h (best ISA) on the same shape as the in-run
  * reference. Configurations are interleaved round by round; the median of REPS rounds is
  * printed as time, GB/s of the weight bytes the kernel reads, and time relative to bf16
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
                 job cfg[MAXCFG];
                 int nc = 0;
                 for (int i = 0; i < n_isa; i++)
-                    for (int p = PATH_Q8; p <= PATH_F32; p++)
+                    for (int p = PATH_Q8; p <= PATH_F32 && isa[i]->mv_q8[t]; p++)
                         cfg[nc++] = (job){p, isa[i], mm, t, w, rb, m, k, x, a, y};
                 cfg[nc++] = (job){PATH_BF16, NULL, mm, t, wb, 0, m, k, x, a, y};
                 double *ts = malloc(sizeof(double) * reps * nc);

@@ -88,6 +88,7 @@ int main(int argc, char **argv)
     tq_model_opts mo;
     tq_model_opts_default(&mo);
     mo.weight_type = TQ_DTYPE_BF16;
+    mo.weight_store = TQ_STORE_DEQUANT; /* the GPU forward takes bf16 weights */
     tq_status st = tq_model_load(path, &mo, &m);
     CHECK(st == TQ_OK, "load %s: %s", path, tq_last_error());
     if (st != TQ_OK)

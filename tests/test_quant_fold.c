@@ -20,6 +20,7 @@ static int logits_of(const char *dir, const int32_t *tok, int n, float *out, int
     tq_model_opts mo;
     tq_model_opts_default(&mo);
     mo.weight_type = TQ_DTYPE_F32;
+    mo.weight_store = TQ_STORE_DEQUANT; /* dequantized f32: the quantization error alone */
     mo.n_threads = 1;
     tq_model *m = NULL;
     tq_status st = tq_model_load(dir, &mo, &m);
@@ -399,6 +400,77 @@ static void check_gguf(void)
     free(b);
 }
 
+/* MLX affine output: layout (uint32 codes, bf16 scales/biases per group), the decoded values near
+ * the f32 ones, config.json "quantization"; refusals of bad bits/group and a GGUF source. (Bit
+ * equality with mx.quantize and loading by mlx-lm: scripts/quant/mlx_check.py.) */
+static void check_mlx(void)
+{
+    char f32[512], mlx[512], p[600];
+    snprintf(f32, sizeof(f32), "%s/mlx_ref_f32", base);
+    snprintf(mlx, sizeof(mlx), "%s/mlx_q4", base);
+    tq_quantize_opts o;
+    tq_quantize_opts_default(&o);
+    o.src = "tests/data/tiny/llama";
+    o.rotate = 1;
+    o.format = TQ_QFORMAT_SAFETENSORS;
+    o.type = TQ_GGML_F32;
+    o.out = f32;
+    tq_quantize_result r;
+    CHECK(tq_quantize(&o, &r) == TQ_OK, "mlx: f32 reference: %s", tq_last_error());
+    o.format = TQ_QFORMAT_MLX;
+    o.bits = 4;
+    o.group = 32;
+    o.out = mlx;
+    CHECK(tq_quantize(&o, &r) == TQ_OK, "mlx: quantize: %s", tq_last_error());
+    tq_st *a = NULL, *b = NULL;
+    snprintf(p, sizeof(p), "%s/model.safetensors", f32);
+    CHECK(tq_st_open(p, &a) == TQ_OK, "open f32");
+    snprintf(p, sizeof(p), "%s/model.safetensors", mlx);
+    CHECK(tq_st_open(p, &b) == TQ_OK, "open mlx");
+    if (a && b) {
+        tq_st_tensor_info w, sc, bi, ref;
+        const char *m = "model.layers.1.mlp.down_proj";
+        snprintf(p, sizeof(p), "%s.weight", m);
+        CHECK(tq_st_tensor(b, tq_st_find(b, p), &w) == TQ_OK && w.dtype == TQ_ST_U32 &&
+                  w.shape[0] == 32 && w.shape[1] == 64 * 4 / 32, "codes tensor");
+        tq_st_tensor(a, tq_st_find(a, p), &ref);
+        snprintf(p, sizeof(p), "%s.scales", m);
+        CHECK(tq_st_tensor(b, tq_st_find(b, p), &sc) == TQ_OK && sc.dtype == TQ_ST_BF16 &&
+                  sc.shape[0] == 32 && sc.shape[1] == 2, "scales tensor");
+        snprintf(p, sizeof(p), "%s.biases", m);
+        CHECK(tq_st_tensor(b, tq_st_find(b, p), &bi) == TQ_OK && bi.dtype == TQ_ST_BF16,
+              "biases tensor");
+        float y[32 * 64];
+        tq_affine_dequantize(w.data, sc.data, bi.data, 32, 64, 4, 32, y);
+        const float *x = ref.data;
+        double e = 0, d = 0;
+        for (int i = 0; i < 32 * 64; i++) {
+            e += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+            d += (double)x[i] * x[i];
+        }
+        printf("mlx 4-bit g32 down_proj: relative RMS error %.4f\n", sqrt(e / d));
+        CHECK(sqrt(e / d) < 0.12, "mlx round trip error %.4f", sqrt(e / d));
+        CHECK(tq_st_find(b, "model.layers.0.input_layernorm.scales") < 0, "norms not quantized");
+    }
+    tq_st_free(a);
+    tq_st_free(b);
+    snprintf(p, sizeof(p), "%s/config.json", mlx);
+    FILE *f = fopen(p, "r");
+    char buf[4096] = {0};
+    if (f) {
+        if (fread(buf, 1, sizeof(buf) - 1, f) == 0)
+            buf[0] = 0;
+        fclose(f);
+    }
+    CHECK(strstr(buf, "\"quantization\": {\"group_size\": 32, \"bits\": 4, \"mode\": "
+                      "\"affine\"}") != NULL, "config.json quantization entry");
+    o.bits = 7;
+    snprintf(p, sizeof(p), "%s/mlx_bad", base);
+    o.out = p;
+    CHECK(tq_quantize(&o, &r) == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "bits 2 3 4 5 6 8"),
+          "bits 7 refused: %s", tq_last_error());
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_quant_fold");
@@ -408,6 +480,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < 4; i++)
         check_arch(arches[i]);
     check_gguf();
+    check_mlx();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
     if (!getenv("TQ_QUANT_KEEP") && system(cmd) != 0)

@@ -30,6 +30,7 @@ int cmd_kv_bench_cuda(int argc, char **argv); /* tq kv-bench --cuda (tools/cmd_k
 int cmd_bench_cuda(int argc, char **argv);    /* tq bench --cuda (tools/cmd_bench_cuda.c)       */
 int cmd_ppl(int argc, char **argv); /* tq ppl (tools/cmd_ppl.c) */
 int cmd_kl(int argc, char **argv);  /* tq kl (tools/cmd_kl.c)   */
+int cmd_teacher(int argc, char **argv); /* tq teacher (tools/cmd_teacher.c) */
 int cmd_quantize(int argc, char **argv); /* tq quantize (tools/cmd_quantize.c) */
 int cmd_serve(int argc, char **argv); /* tq serve (tools/cmd_serve.c) */
 /* prompt_cache() -- --load/--save-prompt-cache of tq generate (tools/prompt_cache.c): on return

@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "model and engine:\n"
             "  -m, --model PATH      GGUF file or Hugging Face directory (default " GEN_DEFAULT_MODEL ")\n"
             "  -t, --threads N       CPU threads, 0..256 (default 0 = every core)\n"
-            "  --weights TYPE        in-memory weights: bf16 (default), f16 or f32\n"
+            "  --weights MODE        native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
             "  --kv SCHEME           KV cache scheme (default bf16)\n\n"
             "example (compare with llama.cpp: python3 scripts/llamacpp/bench.py --tq build/release/tq):\n"
             "  tq bench -t 2 --depths 0,512\n");
@@ -131,6 +131,8 @@ int cmd_bench(int argc, char **argv)
     tq_model_opts_default(&mo);
     cli_model_env(&mo);
     mo.weight_type = a.weights;
+    mo.weight_store = a.weight_store;
+    mo.native_f32_act = a.native_f32_act;
     mo.n_threads = a.threads;
     if ((st = tq_model_load(a.model, &mo, &model)))
         return cli_error(cmd, st, "cannot load model '%s'%s", a.model,
@@ -205,18 +207,27 @@ int cmd_bench(int argc, char **argv)
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"weights\": \"%s\", "
                "\"kernel\": \"%s\", \"kv\": \"%s\", \"runs\": %ld, \"prefill_tokens\": %ld, "
                "\"prefill_tok_s\": %.3f, \"decode_steps\": %ld, \"decode_tok_s\": {",
-               a.model, mi.arch_name, mi.n_threads, tq_dtype_name(mi.weight_type),
-               mi.kernel ? mi.kernel : "?", kvname, runs, prefill, p_med, decode);
+               a.model, mi.arch_name, mi.n_threads,
+               mi.native ? (a.native_f32_act ? "native-f32" : "native")
+                         : tq_dtype_name(mi.weight_type),
+               mi.native ? mi.native_kernels : mi.kernel ? mi.kernel : "?", kvname, runs,
+               prefill, p_med, decode);
         for (int d = 0; d < n_depths; d++)
             printf("%s\"%ld\": %.3f", d ? ", " : "", (long)depths[d], median(dc[d], (int)runs));
-        printf("}, \"peak_rss_mb\": %.1f, \"kv_bytes_per_token\": %zu, \"weight_bytes\": %zu}\n",
-               rss / 1024.0, kv.bytes_per_token, mi.weight_bytes);
+        printf("}, \"peak_rss_mb\": %.1f, \"kv_bytes_per_token\": %zu, \"weight_bytes\": %zu, "
+               "\"weight_bytes_per_token\": %zu}\n",
+               rss / 1024.0, kv.bytes_per_token, mi.weight_bytes, mi.weight_bytes_token);
     } else {
         printf("model    %s (%s, %d layers, dim %d, vocab %d)\n", a.model, mi.arch_name,
                mi.n_layers, mi.dim, mi.vocab_size);
         printf("engine   weights %s (%.1f MB, kernel %s), kv %s (%zu bytes/token), %d threads\n",
-               tq_dtype_name(mi.weight_type), mi.weight_bytes / 1048576.0,
-               mi.kernel ? mi.kernel : "?", kvname, kv.bytes_per_token, mi.n_threads);
+               mi.native ? (a.native_f32_act ? "native-f32" : "native")
+                         : tq_dtype_name(mi.weight_type),
+               mi.weight_bytes / 1048576.0,
+               mi.native ? mi.native_kernels : mi.kernel ? mi.kernel : "?", kvname,
+               kv.bytes_per_token, mi.n_threads);
+        printf("weights  %.2f MB read per decode token (every matrix once)\n",
+               mi.weight_bytes_token / 1048576.0);
         printf("prefill  %ld tokens: %.1f tok/s (median of %ld)\n", prefill, p_med, runs);
         for (int d = 0; d < n_depths; d++)
             printf("decode   depth %5ld: %.1f tok/s (%ld steps)\n", (long)depths[d],

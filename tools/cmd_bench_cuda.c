@@ -206,6 +206,7 @@ int cmd_bench_cuda(int argc, char **argv)
     tq_model_opts mo;
     tq_model_opts_default(&mo);
     mo.weight_type = TQ_DTYPE_BF16;
+    mo.weight_store = TQ_STORE_DEQUANT; /* the GPU forward takes bf16 weights */
     tq_status st = tq_model_load(model_path, &mo, &m);
     if (st)
         return cli_error(cmd, st, "cannot load %s", model_path);

@@ -102,8 +102,10 @@ int cmd_default(int argc, char **argv)
     if ((rc = gen_encode(cmd, &g, prompt, 1, 0, &ids, &n_ids)))
         goto out;
     printf("model:  %s\n        %s, %d layers, weights %s (%s kernel), KV cache %s, %d threads\n",
-           model, g.info.arch_name, g.info.n_layers, tq_dtype_name(g.info.weight_type),
-           g.info.kernel ? g.info.kernel : "?", a.kv, g.info.n_threads);
+           model, g.info.arch_name, g.info.n_layers,
+           g.info.native ? "native" : tq_dtype_name(g.info.weight_type),
+           g.info.native ? g.info.native_kernels : g.info.kernel ? g.info.kernel : "?", a.kv,
+           g.info.n_threads);
     printf("sampling: temperature %.2f, top-k %d, top-p %.2f, min-p %.2f, seed %ld\n\n",
            (double)a.gen.sampling.temperature, a.gen.sampling.top_k,
            (double)a.gen.sampling.top_p, (double)a.gen.sampling.min_p, a.seed);

@@ -6,6 +6,7 @@
 
 #include "cmd_generate.h"
 #include "env_opts.h"
+#include "model_opts.h"
 
 void gen_args_default(gen_args *a)
 {
@@ -34,8 +35,9 @@ const char *gen_common_help(void)
            "                        get it with scripts/get-model.sh smollm2)\n"
            "  -t, --threads N       CPU threads, 0..256 (default 0 = every core; more than the\n"
            "                        online CPUs is allowed with a warning)\n"
-           "  --weights TYPE        in-memory weights: bf16 (default), f16 or f32; quantized files\n"
-           "                        are dequantized to it at load\n"
+           "  --weights MODE        native (default for quantized GGUF: block formats kept in\n"
+           "                        memory, int8 activations), native-f32 (f32 activations),\n"
+           "                        or bf16 (default otherwise), f16, f32: dequantized at load\n"
            "  --kv SCHEME           KV cache: bf16 (default), f32, f16, kv8, kv4, turbo[:kXvY], ...\n"
            "  -c, --ctx N           context length in tokens, 0..16777216 (default 4096;\n"
            "                        0 = the model's own)\n"
@@ -102,18 +104,13 @@ int gen_parse_common(const char *cmd, gen_args *a, int argc, char **argv, int *i
     if (!strcmp(f, "--weights")) {
         if (need(cmd, argc, argv, i))
             return -1;
-        const char *v = argv[i + 1];
-        if (!strcmp(v, "bf16"))
-            a->weights = TQ_DTYPE_BF16;
-        else if (!strcmp(v, "f16"))
-            a->weights = TQ_DTYPE_F16;
-        else if (!strcmp(v, "f32"))
-            a->weights = TQ_DTYPE_F32;
-        else {
-            fprintf(stderr, "tq %s: --weights '%s' is not a weight type (choose bf16, f16 or f32)\n",
-                    cmd, v);
+        tq_model_opts w;
+        tq_model_opts_default(&w);
+        if (cli_weights(cmd, argv[i + 1], &w))
             return -1;
-        }
+        a->weights = w.weight_type;
+        a->weight_store = w.weight_store;
+        a->native_f32_act = w.native_f32_act;
         *ip = i + 1;
         return 1;
     }
@@ -195,6 +192,8 @@ int gen_open(const char *cmd, gen_args *a, gen_ctx *g)
     tq_model_opts_default(&mo);
     cli_model_env(&mo);
     mo.weight_type = a->weights;
+    mo.weight_store = a->weight_store;
+    mo.native_f32_act = a->native_f32_act;
     mo.n_threads = a->threads;
     if ((st = tq_model_load(a->model, &mo, &g->model)))
         return cli_error(cmd, st, "cannot load model '%s'", a->model);

@@ -12,7 +12,9 @@
 typedef struct gen_args {
     const char *model;     /* -m                                                           */
     int threads;           /* -t (0 = every core)                                          */
-    tq_dtype weights;      /* --weights f32|f16|bf16                                       */
+    tq_dtype weights;      /* --weights f32|f16|bf16 (dequantize at load)                  */
+    int weight_store;      /* --weights native[-f32]: TQ_STORE_*; default TQ_STORE_AUTO   */
+    int native_f32_act;    /* --weights native-f32                                         */
     const char *kv;        /* --kv scheme name                                             */
     long ctx;              /* --ctx tokens (0 = model max)                                 */
     tq_gen_opts gen;       /* sampling + stopping                                          */

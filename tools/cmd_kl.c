@@ -7,7 +7,9 @@
 static void usage(void)
 {
     printf("usage: tq kl [-m MODEL] -f TEXT --kv S[,S...] [--teacher T] [--ctx N] [--chunks N]\n"
-           "             [-t N] [--json F]\n\n"
+           "             [-t N] [--weights W] [--json F]\n"
+           "       tq kl --teacher-dump DUMP -m CANDIDATE [--kv S[,S...]] [-f TEXT] [-t N]\n"
+           "             [--weights W] [--json F]\n\n"
            "Teacher-forced KL: every window of TEXT goes through a cache of scheme T (default\n"
            "f32) and through one cache per scheme S; at every scored position (second half of the\n"
            "window) KL(teacher || scheme) is taken over the full vocabulary. Prints mean, median,\n"
@@ -19,13 +21,19 @@ static void usage(void)
            "  --ctx N       window length, even, 4..1048576 (default 512)\n"
            "  --chunks N    number of windows (default 32; 0 = all)\n"
            "  -t N          threads, 0..256 (default 0 = every core)\n"
-           "  --json F      also write the results as JSON to F ('-' = stdout)\n",
+           "  --weights W   native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
+           "  --json F      also write the results as JSON to F ('-' = stdout)\n"
+           "  --teacher-dump DUMP  score against a dump of `tq teacher` instead of running a\n"
+           "                teacher: windows, ctx and tokens come from DUMP; --kv defaults to f32;\n"
+           "                -f TEXT (optional) must be the text the dump was made from; KL over\n"
+           "                the teacher's top-K tokens + one bucket for the rest\n",
            EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
 }
 
 int cmd_kl(int argc, char **argv)
 {
-    const char *cmd = "kl", *teach = "f32";
+    const char *cmd = "kl", *teach = "f32", *dump = NULL;
+    int window_flags = 0; /* --teacher / --ctx / --chunks given (refused with --teacher-dump) */
     eval_args e = {.model = EVAL_DEFAULT_MODEL, .ctx = 512, .chunks = 32};
     char *names[KL_MAX_SCHEMES];
     char lists[2048] = "";
@@ -43,7 +51,12 @@ int cmd_kl(int argc, char **argv)
         const int r = eval_flag(cmd, a, v, &e);
         if (r < 0)
             return 2;
-        if (!r && !strcmp(a, "--teacher"))
+        if (!strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--chunks") ||
+            !strcmp(a, "--teacher"))
+            window_flags = 1;
+        if (!r && !strcmp(a, "--teacher-dump"))
+            dump = v;
+        else if (!r && !strcmp(a, "--teacher"))
             teach = v;
         else if (!r && !strcmp(a, "--kv")) {
             if (strlen(lists) + strlen(v) + 2 > sizeof(lists)) {
@@ -60,8 +73,17 @@ int cmd_kl(int argc, char **argv)
         i++;
     }
     const char *model = e.model, *text = e.text, *json = e.json;
-    const long ctx = e.ctx, chunks = e.chunks, threads = e.threads;
-    if (!text || !*lists) {
+    const long ctx = e.ctx, chunks = e.chunks;
+    if (dump) {
+        if (window_flags) {
+            fprintf(stderr, "tq kl: --teacher, --ctx and --chunks come from the teacher dump; "
+                            "drop them with --teacher-dump\n");
+            return 2;
+        }
+        if (!*lists)
+            strcpy(lists, "f32");
+    }
+    if (!dump && (!text || !*lists)) {
         fprintf(stderr, "tq kl: -f TEXT and --kv SCHEMES are required (see tq kl --help)\n");
         return 2;
     }
@@ -76,6 +98,8 @@ int cmd_kl(int argc, char **argv)
     for (int k = 0; k < ns; k++)
         if ((st = tq_kv_scheme_parse(names[k], &sch[k])))
             return cli_error(cmd, st, "--kv '%s'", names[k]), 2;
+    if (dump)
+        return teacher_kl(cmd, &e, dump, sch, ns);
     if (ctx % 2) {
         fprintf(stderr, "tq kl: --ctx %ld must be even (valid: even numbers 4 .. %d)\n", ctx,
                 EVAL_MAX_CTX);
@@ -84,7 +108,7 @@ int cmd_kl(int argc, char **argv)
     tq_model *m;
     int32_t *tokens, bos;
     int64_t n;
-    int rc = eval_open(cmd, model, text, (int)threads, &m, &tokens, &n, &bos);
+    int rc = eval_open_ex(cmd, &e, &m, &tokens, &n, &bos, NULL, NULL);
     if (rc)
         return rc;
     const int64_t avail = n / ctx, nw = chunks > 0 && chunks < avail ? chunks : avail;

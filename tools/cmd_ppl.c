@@ -14,6 +14,7 @@ static void usage(void)
            "  --ctx N       window length, even, 4..1048576 (default 512)\n"
            "  --chunks N    evaluate only the first N windows (default 0 = all)\n"
            "  -t N          threads, 0..256 (default 0 = every core)\n"
+           "  --weights W   native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
            "  --json F      also write the result as JSON to F ('-' = stdout)\n",
            EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
 }
@@ -44,7 +45,7 @@ int cmd_ppl(int argc, char **argv)
         i++;
     }
     const char *model = e.model, *text = e.text, *json = e.json;
-    const long ctx = e.ctx, chunks = e.chunks, threads = e.threads;
+    const long ctx = e.ctx, chunks = e.chunks;
     if (!text) {
         fprintf(stderr, "tq ppl: -f TEXT is required (see tq ppl --help)\n");
         return 2;
@@ -61,7 +62,7 @@ int cmd_ppl(int argc, char **argv)
     tq_model *m;
     int32_t *tokens, bos;
     int64_t n;
-    int rc = eval_open(cmd, model, text, (int)threads, &m, &tokens, &n, &bos);
+    int rc = eval_open_ex(cmd, &e, &m, &tokens, &n, &bos, NULL, NULL);
     if (rc)
         return rc;
     fprintf(stderr, "tq ppl: %s: %lld tokens, %lld windows of %ld, kv %s\n", text, (long long)n,

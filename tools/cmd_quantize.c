@@ -8,7 +8,8 @@
 
 static void usage(void)
 {
-    printf("usage: tq quantize -m SRC -o OUT --format gguf|safetensors --type T [--rotate]\n"
+    printf("usage: tq quantize -m SRC -o OUT --format gguf|safetensors|mlx [--type T]\n"
+           "                   [--bits B --group G] [--rotate]\n"
            "                   [--seed N] [--keep-embed] [--force] [--dequantize-source]\n"
            "                   [--stats] [-q]\n\n"
            "Stream SRC tensor by tensor into OUT (written under a temporary name, renamed at the\n"
@@ -19,6 +20,9 @@ static void usage(void)
            "  -o OUT              output GGUF file or directory\n"
            "  --format F          gguf (metadata + tokenizer copied; llama.cpp loads it) or\n"
            "                      safetensors (HF directory, config/tokenizer files copied)\n"
+           "  --format mlx        mlx-lm's affine layout from a safetensors source: matrices as\n"
+           "                      uint32 codes + bf16 scales/biases per group (--bits 2 3 4 5 6 8,\n"
+           "                      default 4; --group 32 64 128, default 64), norms bf16\n"
            "  --type T            gguf: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K for\n"
            "                      the weight matrices (1-D tensors stay F32; rows that are not a\n"
            "                      block multiple fall back like llama-quantize: Q4_K->Q5_0,\n"
@@ -118,7 +122,8 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(a, "-q"))
             quiet = 1;
         else if (!strcmp(a, "-m") || !strcmp(a, "-o") || !strcmp(a, "--format") ||
-                 !strcmp(a, "--type") || !strcmp(a, "--seed")) {
+                 !strcmp(a, "--type") || !strcmp(a, "--seed") || !strcmp(a, "--bits") ||
+                 !strcmp(a, "--group")) {
             if (!v) {
                 fprintf(stderr, "tq quantize: '%s' needs a value (see tq quantize --help)\n", a);
                 return 2;
@@ -132,7 +137,13 @@ int cmd_quantize(int argc, char **argv)
                 format = v;
             else if (!strcmp(a, "--type"))
                 type = v;
-            else {
+            else if (!strcmp(a, "--bits")) {
+                if (cli_int(cmd, a, v, 2, 8, &o.bits))
+                    return 2;
+            } else if (!strcmp(a, "--group")) {
+                if (cli_int(cmd, a, v, 32, 128, &o.group))
+                    return 2;
+            } else {
                 int64_t s;
                 if (cli_i64(cmd, a, v, 0, INT64_MAX, &s))
                     return 2;
@@ -152,8 +163,10 @@ int cmd_quantize(int argc, char **argv)
         o.format = TQ_QFORMAT_GGUF;
     else if (!strcmp(format, "safetensors"))
         o.format = TQ_QFORMAT_SAFETENSORS;
+    else if (!strcmp(format, "mlx"))
+        o.format = TQ_QFORMAT_MLX;
     else {
-        fprintf(stderr, "tq quantize: --format '%s': valid: gguf, safetensors (mlx: not yet)\n",
+        fprintf(stderr, "tq quantize: --format '%s': valid: gguf, safetensors, mlx\n",
                 format);
         return 2;
     }

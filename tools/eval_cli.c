@@ -1,13 +1,37 @@
 /* eval_cli.c -- shared parts of `tq ppl` and `tq kl` (eval_cli.h). */
 #include "eval_cli.h"
 #include "env_opts.h"
+#include "model_opts.h"
 
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
+/* --weights of the current command (one command per process): eval_open() applies it */
+static tq_model_opts eval_wopts;
+static int eval_wset;
+
+void eval_model_opts(tq_model_opts *mo, int threads)
+{
+    tq_model_opts_default(mo);
+    cli_model_env(mo);
+    if (eval_wset) {
+        mo->weight_store = eval_wopts.weight_store;
+        mo->weight_type = eval_wopts.weight_type;
+        mo->native_f32_act = eval_wopts.native_f32_act;
+    }
+    mo->n_threads = threads;
+}
+
 int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e)
 {
+    if (!strcmp(a, "--weights")) {
+        tq_model_opts_default(&eval_wopts);
+        if (cli_weights(cmd, v, &eval_wopts))
+            return -1;
+        eval_wset = 1;
+        return 1;
+    }
     if (!strcmp(a, "-m") || !strcmp(a, "--model"))
         e->model = v;
     else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
@@ -48,6 +72,26 @@ void eval_progress(void *user, int64_t done, int64_t total)
 int eval_open(const char *cmd, const char *model, const char *text, int threads,
               tq_model **m, int32_t **tokens, int64_t *n_tokens, int32_t *bos)
 {
+    const eval_args e = {.model = model, .text = text, .threads = threads};
+    return eval_open_ex(cmd, &e, m, tokens, n_tokens, bos, NULL, NULL);
+}
+
+int eval_tokenizer_fp(const char *cmd, const char *model, uint64_t *fp)
+{
+    tq_tokenizer *tok = NULL;
+    const tq_status st = tq_tokenizer_load(model, &tok);
+    if (st)
+        return cli_error(cmd, st, "cannot load the tokenizer of '%s'", model);
+    *fp = tq_tokenizer_fingerprint(tok);
+    tq_tokenizer_free(tok);
+    return 0;
+}
+
+int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **tokens,
+                 int64_t *n_tokens, int32_t *bos, uint64_t *text_hash, uint64_t *tok_fp)
+{
+    const char *model = e->model, *text = e->text;
+    const int threads = (int)e->threads;
     tq_model_opts mo;
     tq_tokenizer *tok = NULL;
     tq_status st;
@@ -72,9 +116,7 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
         return 1;
     }
     fclose(f);
-    tq_model_opts_default(&mo);
-    cli_model_env(&mo);
-    mo.n_threads = threads;
+    eval_model_opts(&mo, threads);
     if ((st = tq_model_load(model, &mo, m))) {
         free(buf);
         return cli_error(cmd, st, "cannot load model '%s'", model);
@@ -97,6 +139,10 @@ int eval_open(const char *cmd, const char *model, const char *text, int threads,
         return cli_error(cmd, st, "cannot tokenize '%s'", text);
     }
     *bos = tq_tokenizer_add_bos(tok) ? tq_tokenizer_bos(tok) : -1;
+    if (text_hash)
+        *text_hash = tq_text_hash(buf, (size_t)len);
+    if (tok_fp)
+        *tok_fp = tq_tokenizer_fingerprint(tok);
     tq_tokenizer_free(tok);
     free(buf);
     return 0;

@@ -9,7 +9,7 @@
 #define EVAL_MAX_CTX (1 << 20) /* the longest --ctx window (an even number from 4) */
 
 /* The flags both commands take: -m/--model, -f/--file, --json, --ctx/-c, --chunks,
- * -t/--threads. */
+ * -t/--threads, --weights (applied by eval_open / eval_model_opts). */
 typedef struct eval_args {
     const char *model, *text, *json;
     long ctx, chunks, threads;
@@ -24,6 +24,26 @@ int eval_flag(const char *cmd, const char *a, const char *v, eval_args *e);
  * tokenizer adds one, else -1. 0 or an exit code (message printed). */
 int eval_open(const char *cmd, const char *model, const char *text, int threads, tq_model **m,
               int32_t **tokens, int64_t *n_tokens, int32_t *bos);
+
+/* eval_model_opts() -- the model options of the current command: defaults, the environment
+ * (cli_model_env), --weights as given to eval_flag, threads. */
+void eval_model_opts(tq_model_opts *mo, int threads);
+
+/* eval_open_ex() -- eval_open() with e's model, text and threads; *text_hash and
+ * *tok_fp (may be NULL) receive tq_text_hash() of the text file and tq_tokenizer_fingerprint()
+ * of the model's tokenizer (what a teacher dump records). */
+int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **tokens,
+                 int64_t *n_tokens, int32_t *bos, uint64_t *text_hash, uint64_t *tok_fp);
+
+/* eval_tokenizer_fp() -- load only the tokenizer of model and fingerprint it. 0 or an exit code
+ * (message printed). */
+int eval_tokenizer_fp(const char *cmd, const char *model, uint64_t *fp);
+
+/* teacher_kl() -- `tq kl --teacher-dump DUMP` (tools/cmd_teacher.c): load e->model (and, when
+ * e->text is given, check that the dump was made from that text), score schemes sch[0..ns)
+ * against the dump, print the table (and e->json). 0 or an exit code. */
+int teacher_kl(const char *cmd, const eval_args *e, const char *dump, const tq_kv_scheme *sch,
+               int ns);
 
 /* A tq_eval_progress_fn printing "window i/n, elapsed, left" to stderr. */
 typedef struct eval_prog {

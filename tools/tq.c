@@ -25,6 +25,7 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "text -> token ids with a tokenizer.json or GGUF vocabulary"},
     {"ppl", cmd_ppl, "perplexity of a text through a KV-cache scheme (llama.cpp windows)"},
     {"kl", cmd_kl, "teacher-forced KL of KV-cache schemes vs an unquantized cache"},
+    {"teacher", cmd_teacher, "write a teacher logits dump (top-K logits per position) for tq kl"},
     {"quantize", cmd_quantize, "weights: rotation fold + GGUF block types (streaming)"},
     {"kv-bench", cmd_kv_bench, "KV codec throughput and round-trip quality per scheme and ISA"},
     {"version", cmd_version, "library version, CPU kernels in use, CUDA devices"},

@@ -70,8 +70,9 @@ for step in "$@"; do
         ;;
     sweep)
         for m in ${SWEEP_MERGES:-fused cluster}; do
-            timeout 200 $TQ kv-bench --cuda --merge $m --schemes bf16,turbo:k8v3,turbo:k4v3 --ctx 1024,4096,32768,131072 \
-                --batch 1,8 --splits 0,1,2,4,8,12,16,32,64 --reps 20 --csv $w/sweep_$m.csv > $w/sweep_$m.log 2>&1
+            timeout 200 $TQ kv-bench --cuda --merge $m --schemes ${SWEEP_SCHEMES:-bf16,turbo:k8v3,turbo:k4v3} \
+                --head-dim ${SWEEP_DIMS:-128} --ctx ${SWEEP_CTX:-1024,4096,32768,131072} --batch 1,8 \
+                --splits ${SWEEP_SPLITS:-0,1,2,4,8,12,16,32,64} --reps 20 --csv $w/sweep_$m.csv > $w/sweep_$m.log 2>&1
             echo "sweep --merge $m rc=$?"
         done
         python3 - $w/sweep_*.csv <<'PY'
@@ -80,12 +81,12 @@ best = collections.OrderedDict()
 for f in sys.argv[1:]:
     m = f.split("sweep_")[-1].split(".")[0]
     for r in csv.DictReader(open(f)):
-        k = (r["scheme"], r["batch"], r["ctx"])
+        k = (r["scheme"], r["head_dim"], r["batch"], r["ctx"])
         best.setdefault(k, {})[m[:2] + r["splits"]] = float(r["us_median"])
 print("split sweep (cold us): scheme batch ctx | auto | best splits")
 for k, v in best.items():
     b = min(v, key=v.get)
-    print(f"  {k[0]:11s} {k[1]:>2s} {k[2]:>7s} | fused auto {v.get('fuauto', 0):8.1f} | best {b:>6s} {v[b]:8.1f}  " +
+    print(f"  {k[0]:11s} d{k[1]:>3s} {k[2]:>2s} {k[3]:>7s} | best {b:>6s} {v[b]:8.1f}  " +
           " ".join(f"{s}:{t:.1f}" for s, t in v.items()))
 PY
         pack

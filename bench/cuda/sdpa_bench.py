@@ -2,7 +2,7 @@
 """sdpa_bench.py -- PyTorch SDPA decode-attention timings on bf16 K/V, the peer for
 `tq kv-bench --cuda`: same shapes (batch, 32 query heads / 8 kv heads, 1 query token, head_dim,
 context), flash backend forced (torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)) with
-enable_gqa=True so K/V are read once per kv head. CUDA-event timing per call, 3 warm-ups, median
+enable_gqa=True so K/V are read once per kv head. CUDA-event timing per call, 10 warm-ups, median
 of --reps, timed like `tq kv-bench --cuda --timing`: cold (default) reads a 256 MiB buffer
 before each call (L2 holds nothing of K/V) and records the start event behind it (GPU time only,
 no host/PyTorch launch overhead); host = events around a call issued to an idle GPU. Prints one row
@@ -42,6 +42,10 @@ def main():
     g = torch.Generator(device=dev)
     g.manual_seed(1234)
     flush = torch.empty(64 << 20, device=dev, dtype=torch.float32).fill_(1.0)  # 256 MiB
+    # clocks up before the first point (a fresh process's first points ran 2x slow at 1k, b2)
+    for _ in range(200):
+        flush.sum()
+    torch.cuda.synchronize()
     for d in [int(x) for x in args.head_dim.split(",")]:
         for b in [int(x) for x in args.batch.split(",")]:
             for n in [int(x) for x in args.ctx.split(",")]:
@@ -51,7 +55,7 @@ def main():
                 for timing in timings:
                     try:
                         with sdpa_kernel(backend):
-                            for _ in range(3):
+                            for _ in range(10):
                                 F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
                             torch.cuda.synchronize()
                             ts = []

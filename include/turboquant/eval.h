@@ -50,6 +50,73 @@ TQ_API tq_status tq_eval_kl(tq_model *model, const int32_t *tokens, int64_t n_to
                             int ctx, int64_t max_windows, tq_eval_progress_fn progress,
                             void *user, tq_kl_stats *out, tq_kl_stats *teacher_out);
 
+/* ---- Teacher logits dumps (docs/FORMAT.md "Teacher logits dump"; src/model/teacher.c) ------ *
+ * tq_teacher_write() evaluates a teacher model over the windows of tq_eval_kl (same windows,
+ * same scored positions) and stores, per scored position, the K largest logits with their token
+ * ids and the full-vocabulary log-sum-exp; tq_eval_kl_teacher() scores any candidate (other
+ * weights, another KV scheme, or both) against such a file without running the teacher again.
+ * KL per position is taken over the teacher's top-K tokens plus one bucket for all the others:
+ * KL(teacher || candidate) of the distributions merged that way, which is <= the full-vocabulary
+ * KL and equal to it when the teacher puts no mass outside its top K (mean tail mass reported). */
+
+typedef struct tq_teacher_opts {
+    int ctx;              /* window length, even >= 4 (default 512)                         */
+    int64_t max_windows;  /* windows to evaluate; <= 0 = every whole window (default 0)     */
+    int top_k;            /* logits kept per position, >= 1; clamped to the vocab (2048)    */
+    tq_kv_scheme kv;      /* the teacher's KV cache (default f32)                           */
+    uint64_t text_hash;   /* tq_text_hash() of the text the tokens came from (stored)       */
+    uint64_t tokenizer_fp;/* tq_tokenizer_fingerprint() of the tokenizer that made them     */
+} tq_teacher_opts;
+
+TQ_API void tq_teacher_opts_default(tq_teacher_opts *o);
+
+/* What a dump's header says, plus the teacher's numbers (tq_teacher_info_read() computes
+ * them from the records). */
+typedef struct tq_teacher_info {
+    int vocab, top_k, ctx, bos;       /* bos -1 = none                                   */
+    int64_t n_windows, n_scored;      /* windows; scored positions in all                */
+    uint64_t model_fp;                /* tq_model_fingerprint() of the teacher          */
+    uint64_t text_hash, tokenizer_fp;
+    char kv[32];                      /* the teacher's KV scheme name                   */
+    double ppl;                       /* the teacher's perplexity on the scored positions */
+    double tail_mean, tail_max;       /* teacher probability outside the top K           */
+    uint64_t file_bytes;
+} tq_teacher_info;
+
+/* tq_text_hash() -- XXH3-64 of n bytes (the text hash of a dump). */
+TQ_API uint64_t tq_text_hash(const void *bytes, size_t n);
+
+/* tq_tokenizer_fingerprint() -- XXH3-64 over the vocabulary size, BOS/EOS ids, add-BOS flag and
+ * every token's piece bytes: two tokenizers with the same fingerprint map ids to the same text. */
+TQ_API uint64_t tq_tokenizer_fingerprint(const tq_tokenizer *t);
+
+/* tq_teacher_write() -- evaluate model (the teacher) on the windows of tokens (bos as in
+ * tq_eval_kl) through a cache of o->kv and write the dump to path atomically (tq_atomic_file:
+ * a failed or interrupted write leaves any earlier file whole). info (may be NULL) receives the
+ * header and the teacher's ppl. Errors: TQ_E_ARG (bad options, fewer tokens than a window),
+ * TQ_E_IO, TQ_E_NOMEM, errors of the session. */
+TQ_API tq_status tq_teacher_write(tq_model *model, const int32_t *tokens, int64_t n_tokens,
+                                  int32_t bos, const tq_teacher_opts *o, const char *path,
+                                  tq_eval_progress_fn progress, void *user,
+                                  tq_teacher_info *info);
+
+/* tq_teacher_info_read() -- read and check a whole dump (magic, version, sizes against the file
+ * length, checksum) and fill info. Refused (TQ_E_FORMAT / TQ_E_IO, naming the file): another
+ * format, a truncated or over-long file, a checksum mismatch. */
+TQ_API tq_status tq_teacher_info_read(const char *path, tq_teacher_info *info);
+
+/* tq_eval_kl_teacher() -- score model through one cache per scheme in students against the dump
+ * at path: out[k] as tq_eval_kl (KL over top-K + tail bucket, top-1 = candidate argmax equals
+ * the teacher's, ppl of the candidate over the full vocabulary). Refused before any evaluation
+ * a dump that fails tq_teacher_info_read() (TQ_E_IO / TQ_E_FORMAT); TQ_E_MISMATCH: text_hash != 0
+ * and not the dump's ("made from another text"); tokenizer_fp not the dump's (another
+ * tokenizer: the ids would name other tokens); a model vocabulary other than the dump's.
+ * info (may be NULL) receives the dump's header. */
+TQ_API tq_status tq_eval_kl_teacher(tq_model *model, const char *path, uint64_t text_hash,
+                                    uint64_t tokenizer_fp, const tq_kv_scheme *students,
+                                    int n_students, tq_eval_progress_fn progress, void *user,
+                                    tq_kl_stats *out, tq_teacher_info *info);
+
 /* ---- KV cache snapshots (docs/FORMAT.md "KV cache snapshot") ------------------------------- */
 
 /* tq_session_save() -- write the session's cache (its n_past tokens, packed bytes as stored)

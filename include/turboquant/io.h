@@ -364,6 +364,7 @@ typedef struct tq_weights_tensor {
     int64_t n_elem;
     const char *src_type; /* stored type: "Q4_K", "BF16", ... */
     size_t src_nbytes;    /* bytes on disk */
+    int ggml_type;        /* GGUF: the stored ggml type id (tq_ggml_type); -1 for safetensors */
 } tq_weights_tensor;
 
 /* tq_weights_open() -- a GGUF file, a safetensors file, an index json, or a Hugging Face
@@ -396,6 +397,14 @@ TQ_API tq_status tq_weights_get(const tq_weights *w, const char *hf_name, tq_wei
  * GGUF source allocates one scratch block of rows per call; thread-safe. */
 TQ_API tq_status tq_weights_read(const tq_weights *w, const char *hf_name, tq_dtype dtype,
                                  void *dst, size_t dst_cap);
+
+/* tq_weights_read_raw() -- tensor `hf_name` of a GGUF source as stored (its block format, no
+ * conversion) into dst, rows in HF order (the Llama q/k row permutation undone by moving whole
+ * rows; a row = n_elem / shape[0] elements). *type gets the ggml type id, *row_bytes the bytes
+ * of one row. Refused: a safetensors source (TQ_E_UNSUPPORTED), rows that split blocks, a byte
+ * size that does not match type and shape (TQ_E_FORMAT naming the tensor), dst_cap too small. */
+TQ_API tq_status tq_weights_read_raw(const tq_weights *w, const char *hf_name, int *type,
+                                     size_t *row_bytes, void *dst, size_t dst_cap);
 
 /* tq_weights_read_rows() -- rows [r0, r0 + n) of tensor `hf_name` into dst as dtype, HF layout
  * (row = index along shape[0]; a row holds n_elem / shape[0] elements). For embedding lookups in

@@ -91,6 +91,30 @@ TQ_API tq_status tq_kv_decode_k(tq_kv_scheme s, int head_dim, const void *src, i
 TQ_API tq_status tq_kv_decode_v(tq_kv_scheme s, int head_dim, const void *src, int64_t n_rows,
                                 float *dst, int64_t dst_count, tq_pool *pool);
 
+/* Encode options of the codec. The constant-key-block defect (SPEC A1/A3): a 32-group of a turbo
+ * K row whose range (max - min) is below fp16 resolution gets zero = -min/scale = +-inf in fp16,
+ * and the reference's row then decodes to NaN. Two named behaviours:
+ *   TQ_KV_ENC_REFERENCE_EXACT  the reference's bytes, always (the KV goldens pin them)
+ *   TQ_KV_ENC_SAFE             such a group (fp16 zero not finite, every input of the group
+ *                              finite) is stored in the same byte format as: every index = qmax
+ *                              (127 signed, 2^b - 1 unsigned), zero_h = 0, scale_h =
+ *                              f16(mid / qmax), mid = min/2 + max/2; it decodes to mid within
+ *                              fp16 rounding. Every other group keeps the reference's bytes.
+ * Only turbo K rows are affected; every other row and scheme is reference-exact either way. */
+typedef enum tq_kv_enc_mode {
+    TQ_KV_ENC_REFERENCE_EXACT = 0,
+    TQ_KV_ENC_SAFE = 1
+} tq_kv_enc_mode;
+typedef struct tq_kv_encode_opts {
+    tq_kv_enc_mode mode;  /* default TQ_KV_ENC_REFERENCE_EXACT (zero-initialised)             */
+    int64_t n_safe;       /* out: groups this call stored with the safe encoding             */
+} tq_kv_encode_opts;
+
+/* tq_kv_encode_k_opts() -- tq_kv_encode_k() with options (opts NULL = reference-exact). */
+TQ_API tq_status tq_kv_encode_k_opts(tq_kv_scheme s, int head_dim, tq_dtype src_type,
+                                     const void *src, int64_t n_rows, void *dst, size_t dst_cap,
+                                     tq_pool *pool, tq_kv_encode_opts *opts);
+
 /* tq_kv_encode_isa()/tq_kv_decode_isa() -- the same with the K (is_v = 0) or V (is_v = 1) side
  * and the CPU kernel level chosen explicitly (tests and benchmarks). TQ_E_UNSUPPORTED if this
  * CPU cannot run isa. Every isa writes the same bytes. */

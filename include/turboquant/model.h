@@ -28,6 +28,9 @@ typedef struct tq_session tq_session;
  * TQ_ARCH_GEMMA3 (sliding-window layers attend within their window; the cache still stores every
  * token). Attention logit soft-capping (gemma2) is refused with TQ_E_UNSUPPORTED. */
 
+/* tq_model_opts.weight_store */
+enum { TQ_STORE_AUTO = 0, TQ_STORE_NATIVE = 1, TQ_STORE_DEQUANT = 2 };
+
 /* Options for tq_model_load(). Fill with tq_model_opts_default() first, then change fields. */
 typedef struct tq_model_opts {
     tq_dtype weight_type; /* storage of the big matrices: F32, F16 or BF16 (default BF16);
@@ -35,6 +38,13 @@ typedef struct tq_model_opts {
     int n_threads;        /* threads of the model's own pool when pool is NULL; <= 0 = one
                            * per online CPU (default 0)                                    */
     tq_pool *pool;        /* borrowed pool (must outlive the model), or NULL (default)      */
+    int weight_store;     /* TQ_STORE_AUTO (default): GGUF block-quantized matrices stay in
+                           * their format in memory (native kernels), float ones become
+                           * weight_type; TQ_STORE_NATIVE: the same, and a safetensors
+                           * source is refused; TQ_STORE_DEQUANT: everything dequantized
+                           * to weight_type at load (the behaviour before native kernels) */
+    int native_f32_act;   /* 1: native matmuls take f32 activations (exact) instead of the
+                           * int8 blocks quantized once per token (default, faster)         */
     int matvec_bf16;      /* 1: bf16-activation matvec for bf16 weights on AVX-512 BF16 CPUs
                            * (rounds activations to bf16; the tool's TQ_MATVEC=avx512bf16)  */
     int gemm_openblas;    /* 1: OpenBLAS sgemm for f32-weight prefill, NOT batch-invariant
@@ -79,6 +89,10 @@ typedef struct tq_model_info {
     const char *gemm_kernel;/* kernel for products of >= 16 tokens (prefill): kernel, or
                              * "openblas" when gemm_openblas asked for it (f32 weights;
                              * not batch-invariant, see src/cpu/matvec.h)                  */
+    int native;             /* 1: some matrices run in their file's block format          */
+    const char *native_kernels; /* per native tensor type, the kernel that runs it:
+                             * "Q4_1 q8-act avx2, Q8_0 q8-act avx2" ("" when none)       */
+    size_t weight_bytes_token; /* weight bytes a decode step reads (every matrix once)    */
 } tq_model_info;
 
 /* tq_model_get_info() -- describe the model into *out. */

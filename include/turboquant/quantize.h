@@ -33,6 +33,8 @@ TQ_API void tq_rotation_signs(uint64_t seed, uint64_t lane, int64_t n, int8_t *o
 typedef enum tq_qformat {
     TQ_QFORMAT_GGUF = 0,        /* GGUF file (source must be GGUF: metadata + tokenizer copied) */
     TQ_QFORMAT_SAFETENSORS = 1, /* HF directory, f32/f16/bf16 (source must be safetensors)      */
+    TQ_QFORMAT_MLX = 2,         /* HF directory in mlx-lm's affine layout (uint32 codes + bf16
+                                 * scales/biases per group; config.json "quantization")       */
 } tq_qformat;
 
 /* fold switches (tq_quantize_opts.fold); 0 = everything exact for the architecture */
@@ -63,7 +65,8 @@ typedef struct tq_quantize_opts {
     tq_qformat format;
     int type;                 /* tq_ggml_type of the weight matrices (F32/F16/BF16 for
                                * safetensors); 1-D tensors are always F32 in GGUF          */
-    int keep_embed;           /* embedding and lm_head written F16 (GGUF) instead of type  */
+    int keep_embed;           /* embedding and lm_head written F16 (GGUF) / bf16 (MLX)     */
+    int bits, group;          /* MLX affine: bits 2 3 4 5 6 8, group 32 64 128 (4, 64)     */
     int rotate;               /* fold the rotation                                         */
     unsigned fold;            /* TQ_FOLD_* subset with rotate (0 = all exact ones)         */
     uint64_t seed;            /* rotation seed (default 42)                                */

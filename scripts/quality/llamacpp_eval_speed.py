@@ -16,6 +16,8 @@ for every position; the script also times llama.cpp with logits only for the sec
 ("half"), the closest match to tq's work. Ratio = llama.cpp seconds / tq seconds (> 1: tq is
 faster). Medians over rounds. Also CPU seconds: the whole tq process (model load and
 tokenizing included, so an upper bound) and llama.cpp's timed part (this process's CPU time).
+Then `tq ppl --kv SCHEME` (one pass per window; its JSON "seconds") against llama.cpp's
+logits_all pass through the matching type alone ("ratio_ppl", and the CPU-time ratio).
 """
 import argparse
 import json
@@ -41,6 +43,20 @@ def tq_run(a):
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)  # whole process, load included
     return float(m.group(1)), cpu, r.stdout
+
+
+def tq_ppl_run(a):
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cmd = [a.tq, "ppl", "-m", a.model, "-f", a.text, "--ctx", str(a.ctx), "--chunks",
+           str(a.chunks), "-t", str(a.threads), "--kv", a.scheme, "--json", "-"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"llamacpp_eval_speed: {' '.join(cmd)} failed: {r.stderr[-500:]}")
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    j = json.JSONDecoder().raw_decode(r.stdout[r.stdout.index("{"):])[0]
+    return float(j["seconds"]), cpu, r.stdout
 
 
 def main():
@@ -79,11 +95,12 @@ def main():
         wins.append(t)
     half = a.ctx // 2
 
-    def llama_all():
+    def llama_all(which=(0, 1)):
         c0 = time.process_time()
         t0 = time.time()
         for t in wins:
-            for llm in llms:
+            for i in which:
+                llm = llms[i]
                 llm.reset()
                 llm._ctx.kv_cache_clear() if hasattr(llm._ctx, "kv_cache_clear") else None
                 llm.eval(t)
@@ -118,9 +135,14 @@ def main():
         tq_s, tq_cpu, out = tq_run(a)
         la, la_cpu = llama_all()
         lh, lh_cpu = llama_half()
+        # tq ppl (one pass per window through the scheme's cache) vs llama.cpp's logits_all
+        # pass through the matching type only
+        tp_s, tp_cpu, _ = tq_ppl_run(a)
+        l1, l1_cpu = llama_all((1,))
         row = {"round": r, "tq_s": tq_s, "llama_logits_all_s": la, "llama_half_s": lh,
                "tq_process_cpu_s": tq_cpu, "llama_logits_all_cpu_s": la_cpu,
-               "llama_half_cpu_s": lh_cpu}
+               "llama_half_cpu_s": lh_cpu, "tq_ppl_s": tp_s, "tq_ppl_process_cpu_s": tp_cpu,
+               "llama_one_type_s": l1, "llama_one_type_cpu_s": l1_cpu}
         print(json.dumps(row), flush=True)
         rows.append(row)
     med = {key: statistics.median(x[key] for x in rows) for key in rows[0] if key != "round"}
@@ -130,12 +152,18 @@ def main():
            "ratio_logits_all": med["llama_logits_all_s"] / med["tq_s"],
            "ratio_half": med["llama_half_s"] / med["tq_s"],
            "cpu_ratio_logits_all": med["llama_logits_all_cpu_s"] / med["tq_process_cpu_s"],
+           "ratio_ppl": med["llama_one_type_s"] / med["tq_ppl_s"],
+           "cpu_ratio_ppl": med["llama_one_type_cpu_s"] / med["tq_ppl_process_cpu_s"],
            "tq_last_stdout": out}
     print(f"median: tq kl {med['tq_s']:.1f} s, llama.cpp logits_all {med['llama_logits_all_s']:.1f} s "
           f"(ratio {res['ratio_logits_all']:.2f}), llama.cpp second-half logits "
           f"{med['llama_half_s']:.1f} s (ratio {res['ratio_half']:.2f}); CPU time: tq process "
           f"{med['tq_process_cpu_s']:.1f} s, llama.cpp logits_all {med['llama_logits_all_cpu_s']:.1f} s; "
           f"{nw} windows x 2 passes, {a.threads} threads")
+    print(f"median: tq ppl {med['tq_ppl_s']:.1f} s (process CPU {med['tq_ppl_process_cpu_s']:.1f} s), "
+          f"llama.cpp logits_all one type {med['llama_one_type_s']:.1f} s (CPU "
+          f"{med['llama_one_type_cpu_s']:.1f} s): ratio {res['ratio_ppl']:.2f} wall, "
+          f"{res['cpu_ratio_ppl']:.2f} CPU; {nw} windows x 1 pass")
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
 

@@ -372,6 +372,17 @@ const tq_qdot_kernels *tq_qdot_avx2(void)
     return tq_cpu_supports(TQ_ISA_AVX2) ? tq_qdot_avx2_table() : NULL;
 }
 
+const tq_qdot_kernels *tq_qdot_avx512(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (tq_cpu_supports(TQ_ISA_AVX512) && __builtin_cpu_supports("avx512vnni") &&
+        __builtin_cpu_supports("avx512vl"))
+        return tq_qdot_avx512_table();
+#endif
+    return NULL;
+}
+
 const tq_qdot_kernels *tq_qdot_best(void)
 {
     if (tq_cpu_isa() >= TQ_ISA_AVX2 && tq_qdot_avx2())
@@ -386,5 +397,7 @@ int tq_qdot_all(const tq_qdot_kernels **out, int cap)
         out[n++] = tq_qdot_scalar();
     if (n < cap && tq_qdot_avx2())
         out[n++] = tq_qdot_avx2();
+    if (n < cap && tq_qdot_avx512())
+        out[n++] = tq_qdot_avx512();
     return n;
 }

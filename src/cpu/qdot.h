@@ -101,8 +101,13 @@ const tq_qdot_kernels *tq_qdot_best(void);
 /* tq_qdot_all() -- every table this CPU can run, scalar first (for tests). Returns the count. */
 int tq_qdot_all(const tq_qdot_kernels **out, int cap);
 
-/* The AVX2 table itself, without the CPU check (qdot.c calls it after checking). */
+/* The AVX2 / AVX512-VNNI tables themselves, without the CPU check (qdot.c calls them after
+ * checking). */
 const tq_qdot_kernels *tq_qdot_avx2_table(void);
+const tq_qdot_kernels *tq_qdot_avx512_table(void);
+/* tq_qdot_avx512() -- the AVX512-VNNI table, NULL unless this CPU (and TQ_CPU) allows AVX-512
+ * and has VNNI. */
+const tq_qdot_kernels *tq_qdot_avx512(void);
 
 /* TQ_QDOT_FORMATS(X) -- X(ggml type, kernel name suffix, activation quantizer) for every format
  * with qdot kernels; TQ_QDOT_ROW fills one format's slots of a tq_qdot_kernels initializer from

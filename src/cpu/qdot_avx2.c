@@ -151,6 +151,20 @@ static inline __m256i up_q5_1(const uint8_t *b)
 }
 
 /* int32 lane l = sum of elements 4l..4l+3 of w * a, as f32 (exact: |sum| < 2^17). */
+#ifdef QDOT_VNNI
+/* qdot_avx512.c: vpdpbusd (AVX512-VNNI, 256-bit) gives the same exact int32 lanes in one op */
+static inline __m256 ip_signed(__m256i w, const int8_t *qs)
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(),
+                                                  _mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)));
+}
+static inline __m256 ip_unsigned(__m256i w, const int8_t *qs)
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a));
+}
+#else
 static inline __m256 ip_signed(__m256i w, const int8_t *qs)
 {
     const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
@@ -163,6 +177,7 @@ static inline __m256 ip_unsigned(__m256i w, const int8_t *qs)
     const __m256i p16 = _mm256_maddubs_epi16(w, a);
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
+#endif
 
 /* acc += (w . a of the block) * (d_w * d_a); the min term goes to accm. */
 #define BLOCK_Q8(UP, IP, HAS_MIN, acc, i)                                                        \
@@ -504,6 +519,20 @@ DEFINE_MV(q4_k, tq_q8k, TQ_QKK)
 DEFINE_MV(q5_k, tq_q8k, TQ_QKK)
 DEFINE_MV(q6_k, tq_q8k, TQ_QKK)
 
+#ifdef QDOT_VNNI
+static const tq_qdot_kernels vnni_table = {
+    .isa = "avx512vnni",
+    .level = TQ_ISA_AVX512,
+    .quant_q8a = quant_q8a,
+    .quant_q8k = quant_q8k,
+    QDOT_VNNI_FORMATS(TQ_QDOT_ROW)
+};
+
+const tq_qdot_kernels *tq_qdot_avx512_table(void)
+{
+    return &vnni_table;
+}
+#else
 static const tq_qdot_kernels avx2_table = {
     .isa = "avx2",
     .level = TQ_ISA_AVX2,
@@ -516,3 +545,4 @@ const tq_qdot_kernels *tq_qdot_avx2_table(void)
 {
     return &avx2_table;
 }
+#endif

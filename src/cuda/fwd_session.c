@@ -22,6 +22,11 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
                        "the GPU forward takes BF16 (tq_model_opts.weight_type = TQ_DTYPE_BF16, the default)",
                        m->wtype == TQ_DTYPE_F32 ? "F32" : "F16");
     const char *why = NULL;
+    if (m->native)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_create: %s: the GPU forward needs bf16 "
+                       "weights, this model keeps native block weights (%s); load it with "
+                       "--weights bf16 (tq_model_opts.weight_store = TQ_STORE_DEQUANT)", m->path,
+                       m->kernels);
     if (c->act_gelu)
         why = "GELU MLP";
     else if (c->final_logit_softcap > 0.0f)

@@ -344,11 +344,13 @@ tq_status tq_weights_tensor_at(const tq_weights *w, int64_t i, tq_weights_tensor
         tq_gguf_tensor(w->gguf, e->src_index, &ti);
         out->src_type = tq_ggml_type_name(ti.type);
         out->src_nbytes = ti.nbytes;
+        out->ggml_type = ti.type;
     } else {
         tq_st_tensor_info ti;
         tq_st_tensor(w->st, e->src_index, &ti);
         out->src_type = tq_st_dtype_name(ti.dtype);
         out->src_nbytes = ti.nbytes;
+        out->ggml_type = -1;
     }
     return TQ_OK;
 }
@@ -605,4 +607,57 @@ tq_status tq_weights_read(const tq_weights *w, const char *name, tq_dtype dt, vo
     const tq_status st = w->fmt == TQ_WEIGHTS_GGUF ? read_gguf(w, e, dt, dst)
                                                    : read_st(w, e, 0, e->n_elem, dt, dst);
     return st ? st : check_file(w, e);
+}
+
+tq_status tq_weights_read_raw(const tq_weights *w, const char *name, int *type, size_t *row_bytes,
+                              void *dst, size_t dst_cap)
+{
+    const int64_t i = tq_weights_find(w, name);
+    tq_gguf_tensor_info ti;
+    size_t need = 0, rb = 0;
+    if (i < 0)
+        return TQ_FAIL(TQ_E_ARG, "weights: no tensor named '%s'", name ? name : "(null)");
+    const w_entry *e = &w->e[i];
+    if (w->fmt != TQ_WEIGHTS_GGUF)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "weights: '%s': raw block data needs a GGUF source", name);
+    tq_gguf_tensor(w->gguf, e->src_index, &ti);
+    const char *path = tq_gguf_path(w->gguf);
+    if (!tq_ggml_can_dequant(ti.type))
+        return tq_ggml_unsupported(path, ti.name, ti.type);
+    const int64_t rows = e->n_dims >= 1 && e->shape[0] > 0 ? e->shape[0] : 1;
+    const int64_t row_len = e->n_elem / rows;
+    const int64_t bs = tq_ggml_block_size(ti.type);
+    if (row_len % bs)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s': rows of %lld elements split %s blocks of "
+                                    "%lld", path, ti.name, (long long)row_len,
+                       tq_ggml_type_name(ti.type), (long long)bs);
+    if (!tq_mul_ok((size_t)(row_len / bs), tq_ggml_type_size(ti.type), &rb) ||
+        !tq_mul_ok(rb, (size_t)rows, &need) || need != ti.nbytes)
+        return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' holds %zu bytes, but %lld rows of %lld %s "
+                                    "elements need %zu", path, ti.name, ti.nbytes,
+                       (long long)rows, (long long)row_len, tq_ggml_type_name(ti.type),
+                       (size_t)rows * rb);
+    if (dst_cap < need || (!dst && need))
+        return TQ_FAIL(TQ_E_ARG, "weights: '%s' needs %zu bytes, buffer has %zu", name, need,
+                       dst_cap);
+    *type = ti.type;
+    *row_bytes = rb;
+    tq_status st;
+    if (!e->perm_heads || e->n_dims != 2) {
+        if (e->perm_heads)
+            return TQ_FAIL(TQ_E_UNSUPPORTED, "weights: '%s': permuted %d-d tensor as raw blocks",
+                           name, e->n_dims);
+        st = tq_gguf_read_tensor(w->gguf, e->src_index, 0, dst, need);
+        return st ? st : check_file(w, e);
+    }
+    /* file row g goes to HF row dr (the inverse of the converter's permutation, read_gguf_perm) */
+    const int64_t hd = rows / e->perm_heads;
+    for (int64_t g = 0; g < rows; g++) {
+        const int64_t h = g / hd, rem = g % hd;
+        const int64_t dr = h * hd + (rem % 2) * (hd / 2) + rem / 2;
+        if ((st = tq_gguf_read_tensor(w->gguf, e->src_index, (size_t)g * rb,
+                                      (uint8_t *)dst + (size_t)dr * rb, rb)))
+            return st;
+    }
+    return check_file(w, e);
 }

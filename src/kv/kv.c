@@ -1,5 +1,6 @@
 /* kv.c -- public KV codec API: scheme strings, checks, row sizes, row-parallel encode/decode
  * over the ISA kernel tables (src/cpu/kv_*.c). No allocation on the encode/decode paths. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -230,9 +231,11 @@ typedef struct kv_job {
     void *dst;
     size_t row_bytes;
     int64_t n_rows;
+    int safe;                /* TQ_KV_ENC_SAFE on turbo K rows                                */
+    _Atomic int64_t n_safe;  /* groups stored with the safe encoding                          */
 } kv_job;
 
-static void enc_rows(const kv_job *j, const float *x, int64_t n, uint8_t *dst)
+static void enc_rows(kv_job *j, const float *x, int64_t n, uint8_t *dst)
 {
     const tq_kv_kernels *kk = j->kk, *sk = &tq_kv_kernels_scalar;
     const int d = j->d;
@@ -250,6 +253,14 @@ static void enc_rows(const kv_job *j, const float *x, int64_t n, uint8_t *dst)
             (kk->enc_v ? kk->enc_v : sk->enc_v)(x, n, d, j->s.v_bits, dst);
         else
             (kk->enc_k ? kk->enc_k : sk->enc_k)(x, n, d, j->s.k_bits, dst);
+        if (!j->is_v && j->safe) {
+            int64_t f = 0;
+            for (int64_t r = 0; r < n; r++)
+                f += tq_kv_turbo_k_safe_row(x + r * d, d, j->s.k_bits,
+                                            dst + (size_t)r * j->row_bytes);
+            if (f)
+                atomic_fetch_add_explicit(&j->n_safe, f, memory_order_relaxed);
+        }
         break;
     case TQ_KV_ROT:
         for (int64_t r = 0; r < n; r++)
@@ -262,7 +273,7 @@ static void enc_rows(const kv_job *j, const float *x, int64_t n, uint8_t *dst)
 
 static void enc_task(void *ctx, int ith, int nth)
 {
-    const kv_job *j = ctx;
+    kv_job *j = ctx;
     int64_t r0, r1;
     tq_split_range(j->n_rows, ith, nth, &r0, &r1);
     const int d = j->d;
@@ -335,9 +346,9 @@ static tq_status pick_isa(tq_isa isa, const tq_kv_kernels **kk)
     return TQ_OK;
 }
 
-tq_status tq_kv_encode_isa(tq_kv_scheme s, int is_v, int head_dim, tq_dtype src_type,
-                           const void *src, int64_t n_rows, void *dst, size_t dst_cap,
-                           tq_pool *pool, tq_isa isa)
+static tq_status encode(tq_kv_scheme s, int is_v, int head_dim, tq_dtype src_type,
+                        const void *src, int64_t n_rows, void *dst, size_t dst_cap, tq_pool *pool,
+                        tq_isa isa, tq_kv_encode_opts *opts)
 {
     const char *what = is_v ? "tq_kv_encode_v" : "tq_kv_encode_k";
     tq_status st = tq_kv_check(s, head_dim);
@@ -368,10 +379,33 @@ tq_status tq_kv_encode_isa(tq_kv_scheme s, int is_v, int head_dim, tq_dtype src_
     const tq_kv_kernels *kk;
     if ((st = pick_isa(isa, &kk)) != TQ_OK)
         return st;
+    if (opts && opts->mode != TQ_KV_ENC_REFERENCE_EXACT && opts->mode != TQ_KV_ENC_SAFE)
+        return TQ_FAIL(TQ_E_ARG, "%s: encode mode %d is not valid (valid: reference-exact 0, "
+                                 "safe 1)", what, (int)opts->mode);
     kv_job j = {.kk = kk, .s = s, .is_v = is_v, .d = head_dim, .src_type = src_type, .src = src,
-                .dst = dst, .row_bytes = rb, .n_rows = n_rows};
+                .dst = dst, .row_bytes = rb, .n_rows = n_rows,
+                .safe = opts && opts->mode == TQ_KV_ENC_SAFE && s.kind == TQ_KV_TURBO};
+    atomic_init(&j.n_safe, 0);
     tq_pool_run(n_rows * (int64_t)head_dim < KV_MIN_PARALLEL_ELEMS ? NULL : pool, enc_task, &j);
+    if (opts)
+        opts->n_safe = atomic_load_explicit(&j.n_safe, memory_order_relaxed);
     return TQ_OK;
+}
+
+tq_status tq_kv_encode_isa(tq_kv_scheme s, int is_v, int head_dim, tq_dtype src_type,
+                           const void *src, int64_t n_rows, void *dst, size_t dst_cap,
+                           tq_pool *pool, tq_isa isa)
+{
+    return encode(s, is_v, head_dim, src_type, src, n_rows, dst, dst_cap, pool, isa, NULL);
+}
+
+tq_status tq_kv_encode_k_opts(tq_kv_scheme s, int head_dim, tq_dtype src_type, const void *src,
+                              int64_t n_rows, void *dst, size_t dst_cap, tq_pool *pool,
+                              tq_kv_encode_opts *opts)
+{
+    if (opts)
+        opts->n_safe = 0;
+    return encode(s, 0, head_dim, src_type, src, n_rows, dst, dst_cap, pool, tq_cpu_isa(), opts);
 }
 
 tq_status tq_kv_decode_isa(tq_kv_scheme s, int is_v, int head_dim, const void *src,

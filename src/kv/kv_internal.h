@@ -47,6 +47,11 @@ void tq_kv_lm_decode_block_ref(const tq_kv_lm_code *c, const uint8_t *b, float *
 const int8_t *tq_kv_iq4nl_values(void);
 int tq_kv_iq4nl_index(float x);
 
+/* ---- the safe encoding of constant key groups (tq_kv_enc_mode, kv.h) ------------------------ */
+/* tq_kv_turbo_k_safe_row() -- rewrite, in place, the groups of an encoded turbo K row (kb bits)
+ * whose fp16 zero is not finite while every input x of the group is; returns how many. */
+int64_t tq_kv_turbo_k_safe_row(const float *x, int d, int kb, uint8_t *row);
+
 /* ---- any scheme, one row ---------------------------------------------------------------------- */
 /* tq_kv_encode_row_ref() -- encode one fp32 row as K (is_v = 0) or V (is_v = 1) of scheme s.
  * The caller has validated (s, d) with tq_kv_check(). */

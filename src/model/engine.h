@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "cpu/matvec.h"
+#include "cpu/qmatmul.h"
 #include "model/kvcache.h"
 
 /* One decoder block. Matrices are (out, in) row-major in the model's weight dtype; vectors f32.
@@ -26,6 +27,9 @@ typedef struct tq_layer_weights {
     void *w_gate;          /* (hidden_dim, dim)                                */
     void *w_up;            /* (hidden_dim, dim)                                */
     void *w_down;          /* (dim, hidden_dim)                                */
+    /* native weights (--weights native): the same matrices in their block format; .f == NULL
+     * when the matrix is dense in the model's wtype (the pointer above) */
+    tq_qmat q_wq, q_wk, q_wv, q_wo, q_gate, q_up, q_down;
 } tq_layer_weights;
 
 struct tq_model {
@@ -38,6 +42,11 @@ struct tq_model {
     int own_pool;
     void *embed;            /* (vocab, dim) in wtype                            */
     void *lm_head;          /* (vocab, dim) in wtype; == embed when tied        */
+    tq_qmat q_embed, q_lm_head; /* native block format (.f NULL when dense)     */
+    int native;             /* some matrices are kept in their block format     */
+    int act_f32;            /* native matmuls take f32 activations (else q8)    */
+    char kernels[256];      /* "Q4_1 q8-act avx2, Q8_0 ..." per native format   */
+    size_t weight_bytes_token; /* matrix bytes one decode step reads          */
     float *final_norm;      /* (dim)                                            */
     tq_layer_weights *layers;
     float *inv_freq;        /* (rope_dim / 2) RoPE frequencies, scaling applied */
@@ -77,6 +86,8 @@ typedef struct tq_run_state {
     uint16_t *xb;     /* (nb, max(dim, q_dim, hidden_dim)) bf16 activations, for kernels
                        * that need them (else NULL)                       */
     float *cos_sin;   /* (nb, rope_dim) cos | sin per position            */
+    void *act_a;      /* native: q8 activations (tq_q8a) of nb tokens, widest input  */
+    void *act_k;      /* native: q8 activations (tq_q8k), NULL if no K format       */
 } tq_run_state;
 
 struct tq_session {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/engine.h"
+#include "model/eval_internal.h"
 
 static double now_s(void)
 {
@@ -15,8 +15,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* log-sum-exp of a logits row */
-static double row_lse(const float *x, int n, int *argmax)
+double tq_evl_row_lse(const float *x, int n, int *argmax)
 {
     float mx = x[0];
     int am = 0;
@@ -33,7 +32,7 @@ static double row_lse(const float *x, int n, int *argmax)
     return (double)mx + log(s);
 }
 
-static tq_status check_args(const char *what, const int32_t *tokens, int64_t n_tokens, int ctx,
+tq_status tq_evl_check(const char *what, const int32_t *tokens, int64_t n_tokens, int ctx,
                             int64_t max_windows, int64_t *n_win)
 {
     if (!tokens || ctx < 4 || ctx % 2)
@@ -48,14 +47,14 @@ static tq_status check_args(const char *what, const int32_t *tokens, int64_t n_t
     return TQ_OK;
 }
 
-static void window_tokens(int32_t bos, const int32_t *tokens, int64_t w, int ctx, int32_t *buf)
+void tq_evl_window_tokens(int32_t bos, const int32_t *tokens, int64_t w, int ctx, int32_t *buf)
 {
     memcpy(buf, tokens + w * ctx, (size_t)ctx * sizeof(int32_t));
     if (bos >= 0)
         buf[0] = bos;
 }
 
-static tq_status make_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session **s)
+tq_status tq_evl_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session **s)
 {
     tq_session_opts o;
     tq_session_opts_default(&o);
@@ -69,7 +68,7 @@ static tq_status make_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session 
  * multiple of n_batch below ctx/2 is evaluated without logits (no output layer for it); the
  * forward calls keep the same chunk boundaries as one eval_all of the whole window, so the
  * numbers are identical. Returns the index of the first token whose logits are in lg[0]. */
-static tq_status eval_window(tq_session *s, const int32_t *buf, int ctx, int vocab, float *lg,
+tq_status tq_evl_window(tq_session *s, const int32_t *buf, int ctx, int vocab, float *lg,
                              int *first)
 {
     const int nb = ctx < 256 ? ctx : 256, skip = ctx / 2 / nb * nb;
@@ -91,7 +90,7 @@ tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int3
     if (!m || !out)
         return TQ_FAIL(TQ_E_ARG, "tq_eval_ppl: NULL argument");
     memset(out, 0, sizeof(*out));
-    if ((st = check_args("tq_eval_ppl", tokens, n_tokens, ctx, max_windows, &nw)))
+    if ((st = tq_evl_check("tq_eval_ppl", tokens, n_tokens, ctx, max_windows, &nw)))
         return st;
     const int vocab = m->cfg.vocab;
     tq_session *s = NULL;
@@ -101,19 +100,19 @@ tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int3
         st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_ppl: out of memory for %d x %d logits", ctx, vocab);
         goto done;
     }
-    if ((st = make_session(m, kv, ctx, &s)))
+    if ((st = tq_evl_session(m, kv, ctx, &s)))
         goto done;
     const double t0 = now_s();
     double nll = 0.0;
     int64_t n = 0;
     for (int64_t w = 0; w < nw; w++) {
         int first;
-        window_tokens(bos, tokens, w, ctx, buf);
-        if ((st = eval_window(s, buf, ctx, vocab, lg, &first)))
+        tq_evl_window_tokens(bos, tokens, w, ctx, buf);
+        if ((st = tq_evl_window(s, buf, ctx, vocab, lg, &first)))
             goto done;
         for (int i = ctx / 2; i < ctx - 1; i++) {
             const float *row = lg + (size_t)(i - first) * vocab;
-            nll += row_lse(row, vocab, NULL) - (double)row[tokens[w * ctx + i + 1]];
+            nll += tq_evl_row_lse(row, vocab, NULL) - (double)row[tokens[w * ctx + i + 1]];
             n++;
         }
         if (progress)
@@ -131,13 +130,13 @@ done:
     return st;
 }
 
-static int cmp_f(const void *a, const void *b)
+int tq_evl_cmp_f(const void *a, const void *b)
 {
     const float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
 }
 
-static double pct(const float *sorted, int64_t n, double p)
+double tq_evl_pct(const float *sorted, int64_t n, double p)
 {
     if (n <= 0)
         return 0.0;
@@ -157,7 +156,7 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32
     tq_status st;
     if (!m || (n_students > 0 && (!students || !out)) || n_students < 0)
         return TQ_FAIL(TQ_E_ARG, "tq_eval_kl: NULL argument or bad student count");
-    if ((st = check_args("tq_eval_kl", tokens, n_tokens, ctx, max_windows, &nw)))
+    if ((st = tq_evl_check("tq_eval_kl", tokens, n_tokens, ctx, max_windows, &nw)))
         return st;
     const int vocab = m->cfg.vocab, ns = ctx / 2 - 1; /* scored per window */
     const int64_t n_all = nw * ns;
@@ -177,19 +176,19 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32
         st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_kl: out of memory (%d x %d logits)", ctx, vocab);
         goto done;
     }
-    if ((st = make_session(m, teacher, ctx, &ts)))
+    if ((st = tq_evl_session(m, teacher, ctx, &ts)))
         goto done;
     for (int k = 0; k < n_students; k++)
-        if ((st = make_session(m, students[k], ctx, &ss[k])))
+        if ((st = tq_evl_session(m, students[k], ctx, &ss[k])))
             goto done;
     for (int64_t w = 0; w < nw; w++) {
         int first;
-        window_tokens(bos, tokens, w, ctx, buf);
-        if ((st = eval_window(ts, buf, ctx, vocab, lg, &first)))
+        tq_evl_window_tokens(bos, tokens, w, ctx, buf);
+        if ((st = tq_evl_window(ts, buf, ctx, vocab, lg, &first)))
             goto done;
         for (int i = 0; i < ns; i++) {
             const float *row = lg + (size_t)(ctx / 2 + i - first) * vocab;
-            const double lse = row_lse(row, vocab, &tam[i]);
+            const double lse = tq_evl_row_lse(row, vocab, &tam[i]);
             float *tp = tlp + (size_t)i * vocab;
             double neg = 0.0, sp = 0.0;
             for (int v = 0; v < vocab; v++) {
@@ -203,12 +202,12 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32
             nll[n_students] += lse - (double)row[tokens[w * ctx + ctx / 2 + i + 1]];
         }
         for (int k = 0; k < n_students; k++) {
-            if ((st = eval_window(ss[k], buf, ctx, vocab, lg, &first)))
+            if ((st = tq_evl_window(ss[k], buf, ctx, vocab, lg, &first)))
                 goto done;
             for (int i = 0; i < ns; i++) {
                 const float *row = lg + (size_t)(ctx / 2 + i - first) * vocab;
                 int am;
-                const double lse = row_lse(row, vocab, &am);
+                const double lse = tq_evl_row_lse(row, vocab, &am);
                 /* KL = sum_v pt_v (log pt_v - (row_v - lse)) with the same float pt_v */
                 const float *tp = tlp + (size_t)i * vocab;
                 double dotp = 0.0;
@@ -228,13 +227,13 @@ tq_status tq_eval_kl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32
     }
     for (int k = 0; k < n_students; k++) {
         float *a = kls + (size_t)k * n_all;
-        qsort(a, (size_t)n_all, sizeof(float), cmp_f);
+        qsort(a, (size_t)n_all, sizeof(float), tq_evl_cmp_f);
         tq_kv_usage u;
         tq_session_kv_bytes(ss[k], &u);
         out[k] = (tq_kl_stats){.mean = sum_kl[k] / (double)n_all,
-                               .median = pct(a, n_all, 0.5),
-                               .p95 = pct(a, n_all, 0.95),
-                               .p99 = pct(a, n_all, 0.99),
+                               .median = tq_evl_pct(a, n_all, 0.5),
+                               .p95 = tq_evl_pct(a, n_all, 0.95),
+                               .p99 = tq_evl_pct(a, n_all, 0.99),
                                .max = a[n_all - 1],
                                .top1 = (double)agree[k] / (double)n_all,
                                .ppl = exp(nll[k] / (double)n_all),

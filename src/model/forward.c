@@ -72,7 +72,10 @@ static void embed_row(const tq_model *m, int32_t tok, float *out)
 {
     const int dim = m->cfg.hidden;
     const size_t off = (size_t)tok * (size_t)dim;
-    if (m->wtype == TQ_DTYPE_F32) {
+    if (m->q_embed.f) { /* native: decode the one row (the dequantize-at-load values) */
+        m->q_embed.f->k.dequant((const uint8_t *)m->q_embed.w + (size_t)tok * m->q_embed.row_bytes,
+                                out, dim);
+    } else if (m->wtype == TQ_DTYPE_F32) {
         memcpy(out, (const float *)m->embed + off, (size_t)dim * sizeof(float));
     } else {
         const uint16_t *e = (const uint16_t *)m->embed + off;
@@ -84,24 +87,43 @@ static void embed_row(const tq_model *m, int32_t tok, float *out)
             out[i] *= m->cfg.embed_scale;
 }
 
-/* y(n, rows) = x(n, cols) W^T through the selected kernel */
-static void matmul(tq_session *s, const void *w, int64_t rows, int64_t cols, const float *x,
-                   int64_t n, float *y, int64_t ldy)
+/* y(n, rows) = x(n, cols) W^T through the selected kernel (q: the native block weights, used
+ * when q->f is set) */
+static void matmul(tq_session *s, const void *w, const tq_qmat *q, int64_t rows, int64_t cols,
+                   const float *x, int64_t n, float *y, int64_t ldy)
 {
     tq_model *m = s->m;
+    if (q->f) {
+        const tq_qmm_out o = {q, y, ldy};
+        tq_qmm_run(m->pool, &o, 1, x, cols, n, m->act_f32, s->rs.act_a, s->rs.act_k);
+        return;
+    }
     if (m->mm.needs_xb)
         tq_mm_round_x(x, cols, n, cols, s->rs.xb);
     tq_mm_run(&m->mm, m->pool, w, rows, cols, x, s->rs.xb, cols, n, y, ldy);
 }
 
 /* several products of the same x in one pool job (q/k/v, gate/up) */
-static void matmul_multi(tq_session *s, const tq_mm_out *outs, int n_out, int64_t cols,
-                         const float *x, int64_t n)
+static void matmul_multi(tq_session *s, const tq_mm_out *outs, const tq_qmat *const *qs,
+                         int n_out, int64_t cols, const float *x, int64_t n)
 {
     tq_model *m = s->m;
+    tq_qmm_out qo[4];
+    tq_mm_out dn[4];
+    int nq = 0, nd = 0;
+    for (int i = 0; i < n_out; i++) {
+        if (qs[i]->f)
+            qo[nq++] = (tq_qmm_out){qs[i], outs[i].y, outs[i].ldy};
+        else
+            dn[nd++] = outs[i];
+    }
+    if (nq)
+        tq_qmm_run(m->pool, qo, nq, x, cols, n, m->act_f32, s->rs.act_a, s->rs.act_k);
+    if (!nd)
+        return;
     if (m->mm.needs_xb)
         tq_mm_round_x(x, cols, n, cols, s->rs.xb);
-    tq_mm_run_multi(&m->mm, m->pool, outs, n_out, cols, x, s->rs.xb, cols, n);
+    tq_mm_run_multi(&m->mm, m->pool, dn, nd, cols, x, s->rs.xb, cols, n);
 }
 
 static void add_bias(float *y, const float *b, int n, int width)
@@ -146,7 +168,7 @@ tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, floa
             rmsnorm(r->xn + (size_t)t * dim, r->x + (size_t)t * dim, w->attn_norm, dim, eps, p1);
         const tq_mm_out qkv[3] = {{w->wq, qd, r->q, qd}, {w->wk, kvd, r->k, kvd},
                                   {w->wv, kvd, r->v, kvd}};
-        matmul_multi(s, qkv, 3, dim, r->xn, n);
+        matmul_multi(s, qkv, (const tq_qmat *[]){&w->q_wq, &w->q_wk, &w->q_wv}, 3, dim, r->xn, n);
         if (w->bq) {
             add_bias(r->q, w->bq, n, qd);
             add_bias(r->k, w->bk, n, kvd);
@@ -176,7 +198,7 @@ tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, floa
             kv->ops->attend(kv, il, r->q + (size_t)t * qd, seq[j].n, pos0,
                             r->att + (size_t)t * qd, m->pool);
         }
-        matmul(s, w->wo, dim, qd, r->att, n, r->xn, dim);
+        matmul(s, w->wo, &w->q_wo, dim, qd, r->att, n, r->xn, dim);
         for (int t = 0; t < n; t++) {
             float *o = r->xn + (size_t)t * dim, *x = r->x + (size_t)t * dim;
             if (w->post_attn_norm)
@@ -189,7 +211,7 @@ tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, floa
         for (int t = 0; t < n; t++)
             rmsnorm(r->xn + (size_t)t * dim, r->x + (size_t)t * dim, w->ffn_norm, dim, eps, p1);
         const tq_mm_out gu[2] = {{w->w_gate, ffn, r->h1, ffn}, {w->w_up, ffn, r->h2, ffn}};
-        matmul_multi(s, gu, 2, dim, r->xn, n);
+        matmul_multi(s, gu, (const tq_qmat *[]){&w->q_gate, &w->q_up}, 2, dim, r->xn, n);
         const size_t nf = (size_t)n * ffn;
         if (p->act_gelu)
             for (size_t i = 0; i < nf; i++)
@@ -197,7 +219,7 @@ tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, floa
         else
             for (size_t i = 0; i < nf; i++)
                 r->h1[i] = silu(r->h1[i]) * r->h2[i];
-        matmul(s, w->w_down, dim, ffn, r->h1, n, r->xn, dim);
+        matmul(s, w->w_down, &w->q_down, dim, ffn, r->h1, n, r->xn, dim);
         for (int t = 0; t < n; t++) {
             float *o = r->xn + (size_t)t * dim, *x = r->x + (size_t)t * dim;
             if (w->post_ffn_norm)
@@ -213,7 +235,7 @@ tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, floa
             for (int i = all_logits ? 0 : seq[j].n - 1; i < seq[j].n; i++, nt++)
                 rmsnorm(r->xn + (size_t)nt * dim, r->x + (size_t)(t + i) * dim, m->final_norm,
                         dim, eps, p1);
-        matmul(s, m->lm_head, p->vocab, dim, r->xn, nt, logits, p->vocab);
+        matmul(s, m->lm_head, &m->q_lm_head, p->vocab, dim, r->xn, nt, logits, p->vocab);
         if (p->final_logit_softcap > 0.0f) {
             const float c = p->final_logit_softcap;
             for (size_t i = 0; i < (size_t)nt * p->vocab; i++)

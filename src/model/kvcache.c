@@ -101,28 +101,54 @@ static void get_plain(tq_kv_kind kind, const uint8_t *src, int64_t n_rows, int h
     }
 }
 
-static tq_status kv_append(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
-                           int64_t n)
+tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
+                             int64_t n, size_t k_rb, size_t v_rb, tq_kvc_put_fn put, void *ctx)
 {
     const int hd = c->head_dim, nkv = c->n_kv_heads;
-    const tq_kv_kind kind = c->scheme.kind;
     for (int64_t t = 0; t < n; t++)
         for (int g = 0; g < nkv; g++) {
-            const float *ks = k + (t * nkv + g) * hd, *vs = v + (t * nkv + g) * hd;
-            uint8_t *kd = k_row(c, il, g, pos + t), *vd = v_row(c, il, g, pos + t);
-            if (is_plain(kind)) {
-                put_plain(kind, kd, ks, hd);
-                put_plain(kind, vd, vs, hd);
-                continue;
-            }
-            tq_status st = tq_kv_encode_k(c->scheme, hd, TQ_DTYPE_F32, ks, 1, kd, c->k_row_bytes,
-                                          NULL);
-            if (!st)
-                st = tq_kv_encode_v(c->scheme, hd, TQ_DTYPE_F32, vs, 1, vd, c->v_row_bytes, NULL);
+            const size_t row = (size_t)g * (size_t)c->n_ctx + (size_t)(pos + t);
+            const tq_status st = put(c, il, k + (t * nkv + g) * hd, v + (t * nkv + g) * hd,
+                                     c->k[il] + row * k_rb, c->v[il] + row * v_rb, ctx);
             if (st)
                 return st;
         }
     return TQ_OK;
+}
+
+void tq_kvc_free_rows(tq_kvcache *c)
+{
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->k)
+            tq_free(c->k[l]);
+        if (c->v)
+            tq_free(c->v[l]);
+    }
+    tq_free(c->k);
+    tq_free(c->v);
+    c->k = c->v = NULL;
+}
+
+static tq_status kv_put(tq_kvcache *c, int il, const float *ks, const float *vs, uint8_t *kd,
+                        uint8_t *vd, void *ctx)
+{
+    const int hd = c->head_dim;
+    const tq_kv_kind kind = c->scheme.kind;
+    if (is_plain(kind)) {
+        put_plain(kind, kd, ks, hd);
+        put_plain(kind, vd, vs, hd);
+        return TQ_OK;
+    }
+    tq_status st = tq_kv_encode_k(c->scheme, hd, TQ_DTYPE_F32, ks, 1, kd, c->k_row_bytes, NULL);
+    if (!st)
+        st = tq_kv_encode_v(c->scheme, hd, TQ_DTYPE_F32, vs, 1, vd, c->v_row_bytes, NULL);
+    return st;
+}
+
+static tq_status kv_append(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
+                           int64_t n)
+{
+    return tq_kvc_append_rows(c, il, pos, k, v, n, c->k_row_bytes, c->v_row_bytes, kv_put, NULL);
 }
 
 /* ---- attention ----------------------------------------------------------------------------- */
@@ -370,14 +396,7 @@ void tq_kvcache_free(tq_kvcache *c)
         c->ops->destroy(c);
         return;
     }
-    for (int l = 0; l < c->n_layers; l++) {
-        if (c->k)
-            tq_free(c->k[l]);
-        if (c->v)
-            tq_free(c->v[l]);
-    }
-    tq_free(c->k);
-    tq_free(c->v);
+    tq_kvc_free_rows(c);
     tq_free(c->scratch);
     tq_free(c);
 }

@@ -75,6 +75,17 @@ tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, 
                                 int head_dim, int64_t n_ctx, float scale, int n_threads,
                                 tq_kvcache **out);
 void tq_kvcache_free(tq_kvcache *c);
+
+/* The loops every cache shares (written once here). A row of token t, kv-head g of layer il is
+ * at k[il] + (g * n_ctx + t) * k_rb (likewise v). tq_kvc_append_rows() calls put() for the K
+ * and V rows of each of the n tokens at pos.. and each kv-head (k, v: (n, n_kv_heads,
+ * head_dim) floats) and stops at the first error. tq_kvc_free_rows() frees every layer's K/V
+ * storage and the two arrays (each may be NULL). */
+typedef tq_status (*tq_kvc_put_fn)(tq_kvcache *c, int il, const float *k, const float *v,
+                                   uint8_t *kd, uint8_t *vd, void *ctx);
+tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
+                             int64_t n, size_t k_rb, size_t v_rb, tq_kvc_put_fn put, void *ctx);
+void tq_kvc_free_rows(tq_kvcache *c);
 /* tq_kvcache_token_bytes() -- real bytes of one token's K+V over all layers and kv-heads. */
 size_t tq_kvcache_token_bytes(const tq_kvcache *c);
 /* tq_kvcache_capacity_bytes() -- bytes of K/V storage allocated. */

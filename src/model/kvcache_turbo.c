@@ -1,6 +1,6 @@
 /* kvcache_turbo.c -- the TurboQuant KV cache: creation, append (encode only the new rows, with
- * the constant-key-block guard), the dequantize-window reference attention (double after the
- * scores, like the fused kernel; kvcache_turbo.h says why), memory accounting.
+ * the codec's safe encoding of constant key groups), the dequantize-window reference attention
+ * (double after the scores, like the fused kernel; kvcache_turbo.h says why), memory accounting.
  * The fused attention kernel is in src/cpu/attn_turbo.c (it reads a plain view of one layer,
  * filled by tq_kvc_turbo_attend_fused() here). See kvcache_turbo.h. */
 #include <math.h>
@@ -13,72 +13,36 @@
 
 /* ---- append ---------------------------------------------------------------------------------- */
 
-/* Re-encode the K groups whose fp16 zero overflowed (SPEC A1 defect) with the safe encoding. */
-static int64_t guard_k_row(const float *x, int d, int kb, uint8_t *row)
+/* K (rotated for +rk) with the codec's safe encoding of constant key groups (TQ_KV_ENC_SAFE,
+ * kv.h: the reference's bytes would decode to NaN), then V */
+static tq_status turbo_put(tq_kvcache *c, int il, const float *ks, const float *vs, uint8_t *kd,
+                           uint8_t *vd, void *ctx)
 {
-    uint8_t *zeros = (uint8_t *)tq_kv_turbo_k_zeros(row, d, kb);
-    uint8_t *scales = (uint8_t *)tq_kv_turbo_k_scales(row, d, kb);
-    int64_t fixed = 0;
-    for (int g = 0; g < d / TQ_KV_GROUP; g++) {
-        const uint16_t z = tq_rd16(zeros + 2 * g);
-        if ((z & 0x7c00u) != 0x7c00u)
-            continue;
-        const float *xs = x + g * TQ_KV_GROUP;
-        float mn = xs[0], mx = xs[0];
-        int finite = 1;
-        for (int j = 0; j < TQ_KV_GROUP; j++) {
-            finite &= isfinite(xs[j]) != 0;
-            mn = xs[j] < mn ? xs[j] : mn;
-            mx = xs[j] > mx ? xs[j] : mx;
-        }
-        if (!finite)
-            continue; /* a non-finite input is the model's problem; keep the reference bytes */
-        const int qmax = kb == 8 ? 127 : (1 << kb) - 1;
-        const float mid = 0.5f * mn + 0.5f * mx;
-        if (kb == 8)
-            memset(row + (size_t)g * TQ_KV_GROUP, 127, TQ_KV_GROUP);
-        else
-            memset(row + (size_t)g * 4 * kb, 0xff, (size_t)4 * kb);
-        tq_wr16(zeros + 2 * g, 0);
-        tq_wr16(scales + 2 * g, tq_kv_f16(mid / (float)qmax));
-        fixed++;
+    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
+    const int hd = c->head_dim;
+    const tq_kv_scheme s = t->ls[il];
+    float rot[TQ_KV_MAX_HEAD_DIM];
+    if (s.kind == TQ_KV_TURBO && t->rot_k) {
+        tq_kv_rotate_ref(ks, hd, rot);
+        ks = rot;
     }
-    return fixed;
+    tq_kv_encode_opts eo = {.mode = TQ_KV_ENC_SAFE};
+    tq_status st = tq_kv_encode_k_opts(s, hd, TQ_DTYPE_F32, ks, 1, kd, t->k_rb[il], NULL, &eo);
+    if (!st)
+        st = tq_kv_encode_v(s, hd, TQ_DTYPE_F32, vs, 1, vd, t->v_rb[il], NULL);
+    if (eo.n_safe && !t->n_safe_blocks)
+        tq_log(TQ_LOG_WARN, "kv cache %s: a key block with a range below fp16 resolution "
+                            "(constant block) would decode to NaN; stored with the safe "
+                            "encoding (logged once per cache)", c->ops->name);
+    t->n_safe_blocks += eo.n_safe;
+    return st;
 }
 
 static tq_status turbo_append(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
                               int64_t n)
 {
-    tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
-    const int hd = c->head_dim, nkv = c->n_kv_heads;
-    const tq_kv_scheme s = t->ls[il];
-    const size_t kr = t->k_rb[il], vr = t->v_rb[il];
-    float rot[TQ_KV_MAX_HEAD_DIM];
-    for (int64_t i = 0; i < n; i++)
-        for (int g = 0; g < nkv; g++) {
-            const float *ks = k + (i * nkv + g) * hd, *vs = v + (i * nkv + g) * hd;
-            uint8_t *kd = c->k[il] + ((size_t)g * c->n_ctx + (size_t)(pos + i)) * kr;
-            uint8_t *vd = c->v[il] + ((size_t)g * c->n_ctx + (size_t)(pos + i)) * vr;
-            if (s.kind == TQ_KV_TURBO && t->rot_k) {
-                tq_kv_rotate_ref(ks, hd, rot);
-                ks = rot;
-            }
-            tq_status st = tq_kv_encode_k(s, hd, TQ_DTYPE_F32, ks, 1, kd, kr, NULL);
-            if (!st)
-                st = tq_kv_encode_v(s, hd, TQ_DTYPE_F32, vs, 1, vd, vr, NULL);
-            if (st)
-                return st;
-            if (s.kind == TQ_KV_TURBO) {
-                const int64_t f = guard_k_row(ks, hd, s.k_bits, kd);
-                if (f && !t->n_safe_blocks)
-                    tq_log(TQ_LOG_WARN, "kv cache %s: a key block with a range below fp16 "
-                                        "resolution (constant block) would decode to NaN; stored "
-                                        "with the safe encoding (logged once per cache)",
-                           c->ops->name);
-                t->n_safe_blocks += f;
-            }
-        }
-    return TQ_OK;
+    const tq_kvc_turbo *t = (const tq_kvc_turbo *)(const void *)c;
+    return tq_kvc_append_rows(c, il, pos, k, v, n, t->k_rb[il], t->v_rb[il], turbo_put, NULL);
 }
 
 /* ---- dequantize-window reference ------------------------------------------------------------- */
@@ -218,14 +182,7 @@ void tq_kvc_turbo_attend_fused(tq_kvcache *c, int il, const float *q, int64_t n_
 static void turbo_destroy(tq_kvcache *c)
 {
     tq_kvc_turbo *t = (tq_kvc_turbo *)(void *)c;
-    for (int l = 0; l < c->n_layers; l++) {
-        if (c->k)
-            tq_free(c->k[l]);
-        if (c->v)
-            tq_free(c->v[l]);
-    }
-    tq_free(c->k);
-    tq_free(c->v);
+    tq_kvc_free_rows(c);
     tq_free(t->ls);
     tq_free(t->k_rb);
     tq_free(t->v_rb);

@@ -31,11 +31,10 @@
  * Layers flagged "plain" (sliding-window layers) are stored bf16 (one warning at creation).
  *
  * Constant-key-block defect (SPEC A1/A3): a 32-group of a K row whose range is below fp16
- * resolution gets zero = +-inf in fp16 and would decode to NaN. append() detects it (the fp16
- * zero is not finite while the group's input is) and stores that group with a safe encoding in
- * the same byte format: every index = qmax (127 signed, 2^b - 1 unsigned), zero_h = 0,
- * scale_h = f16(mid / qmax) with mid = (min + max) / 2 -- it decodes to mid within fp16
- * rounding. Logged once per cache; counted in n_safe_blocks. */
+ * resolution gets zero = +-inf in fp16 and would decode to NaN. append() encodes K with the
+ * codec's safe option (TQ_KV_ENC_SAFE, kv.h: such a group is stored as every index = qmax,
+ * zero_h = 0, scale_h = f16(mid / qmax), same byte format, decodes to mid). Logged once per
+ * cache; counted in n_safe_blocks. */
 #ifndef TQ_KVCACHE_TURBO_H
 #define TQ_KVCACHE_TURBO_H
 

@@ -8,6 +8,7 @@
 #include "core/half.h"
 #include "model/engine.h"
 #include "model/kvcache_turbo.h"
+#include "cpu/formats_cpu.h"
 
 /* xxHash (libxxhash-dev), header-only use: no library to link */
 #if !__has_include(<xxhash.h>)
@@ -38,12 +39,52 @@ typedef struct loader {
     const tq_weights *src;
     tq_model *m;
     const char *path;
+    int store; /* TQ_STORE_* */
 } loader;
 
 /* Read tensor `name` of the given shape (n_dims 1 or 2) as dtype into a new buffer *dst.
  * A missing optional tensor leaves *dst NULL. */
-static tq_status load_tensor(loader *L, const char *name, int optional, int n_dims, int64_t d0,
-                             int64_t d1, tq_dtype dtype, void **dst)
+/* Kept in its block format? (a GGUF matrix whose type is not a float type) */
+static int keep_native(const loader *L, const tq_weights_tensor *ti)
+{
+    return L->store != TQ_STORE_DEQUANT && ti->ggml_type >= 0 && ti->ggml_type != TQ_GGML_F32 &&
+           ti->ggml_type != TQ_GGML_F16 && ti->ggml_type != TQ_GGML_BF16;
+}
+
+/* A matrix in its block format into a new buffer (the file's bytes, rows in HF order). */
+static tq_status load_native(loader *L, const char *name, const tq_weights_tensor *ti,
+                             int64_t d0, int64_t d1, void **dst, tq_qmat *q)
+{
+    const tq_format *f = tq_cpu_format(ti->ggml_type);
+    tq_status st;
+    if (!f || tq_qmm_path(f, L->m->act_f32) == TQ_QPATH_NONE) {
+        char list[256];
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' (%s) has type %s, which the native "
+                                         "kernels do not run; supported: %s (or load with "
+                                         "--weights f32|f16|bf16 if it dequantizes)", L->path,
+                       name, ti->src_name, ti->src_type, tq_format_list(list, sizeof(list), NULL));
+    }
+    void *buf = tq_aligned_alloc(ti->src_nbytes);
+    if (!buf)
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory for tensor %s (%zu bytes)", L->path, name,
+                       ti->src_nbytes);
+    int type;
+    size_t rb;
+    if ((st = tq_weights_read_raw(L->src, name, &type, &rb, buf, ti->src_nbytes))) {
+        tq_free(buf);
+        return st;
+    }
+    *q = (tq_qmat){.w = buf, .f = f, .rows = d0, .cols = d1, .row_bytes = rb};
+    L->m->native = 1;
+    L->m->weight_bytes += ti->src_nbytes;
+    L->m->tensors[L->m->n_tensors].data = buf;
+    L->m->tensors[L->m->n_tensors++].bytes = ti->src_nbytes;
+    *dst = buf;
+    return TQ_OK;
+}
+
+static tq_status load_tensor_q(loader *L, const char *name, int optional, int n_dims, int64_t d0,
+                               int64_t d1, tq_dtype dtype, void **dst, tq_qmat *q)
 {
     tq_weights_tensor ti;
     *dst = NULL;
@@ -73,6 +114,12 @@ static tq_status load_tensor(loader *L, const char *name, int optional, int n_di
         return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s has shape [%s], expected [%s] from the config",
                        L->path, name, got, exp);
     }
+    if (q && keep_native(L, &ti))
+        return load_native(L, name, &ti, d0, d1, dst, q);
+    if (q && L->store == TQ_STORE_NATIVE && ti.ggml_type < 0)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: --weights native needs a GGUF file with block "
+                                         "formats; tensor %s is %s in safetensors (use --weights "
+                                         "bf16|f16|f32)", L->path, name, ti.src_type);
     size_t bytes;
     if (!tq_mul_ok((size_t)ti.n_elem, tq_dtype_size(dtype), &bytes))
         return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is too large", L->path, name);
@@ -89,6 +136,12 @@ static tq_status load_tensor(loader *L, const char *name, int optional, int n_di
     L->m->tensors[L->m->n_tensors++].bytes = bytes;
     *dst = buf;
     return TQ_OK;
+}
+
+static tq_status load_tensor(loader *L, const char *name, int optional, int n_dims, int64_t d0,
+                             int64_t d1, tq_dtype dtype, void **dst)
+{
+    return load_tensor_q(L, name, optional, n_dims, d0, d1, dtype, dst, NULL);
 }
 
 /* RoPE frequencies of Hugging Face: theta^(-2i/rope_dim), then the configured scaling. */
@@ -203,6 +256,55 @@ static tq_status check_config(const char *path, const tq_model_config *c)
     return TQ_OK;
 }
 
+static size_t mat_bytes(const tq_model *m, const tq_qmat *q, int64_t rows, int64_t cols)
+{
+    return q->f ? (size_t)q->rows * q->row_bytes : (size_t)(rows * cols) * tq_dtype_size(m->wtype);
+}
+
+/* m->kernels: which kernel runs each native tensor type; m->weight_bytes_token */
+static void describe_native(tq_model *m)
+{
+    const tq_model_config *c = &m->cfg;
+    const int64_t dim = c->hidden, qd = (int64_t)c->n_heads * c->head_dim;
+    const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden;
+    const tq_qmat *seen[16];
+    int ns = 0;
+    size_t pos = 0, tok = mat_bytes(m, &m->q_lm_head, c->vocab, dim);
+    m->kernels[0] = 0;
+    for (int il = -1; il < c->n_layers; il++) {
+        const tq_layer_weights *w = il >= 0 ? &m->layers[il] : NULL;
+        const tq_qmat *qs[7] = {&m->q_lm_head};
+        int nq = 1;
+        if (w) {
+            const tq_qmat *l[7] = {&w->q_wq, &w->q_wk, &w->q_wv, &w->q_wo, &w->q_gate, &w->q_up,
+                                   &w->q_down};
+            const int64_t r[7] = {qd, kvd, kvd, dim, ffn, ffn, dim};
+            const int64_t k[7] = {dim, dim, dim, qd, dim, dim, ffn};
+            for (int i = 0; i < 7; i++) {
+                qs[i] = l[i];
+                tok += mat_bytes(m, l[i], r[i], k[i]);
+            }
+            nq = 7;
+        }
+        for (int i = 0; i < nq; i++) {
+            const tq_qmat *q = qs[i];
+            int dup = !q->f;
+            for (int j = 0; j < ns && !dup; j++)
+                dup = seen[j]->f == q->f;
+            if (dup || ns == 16)
+                continue;
+            seen[ns++] = q;
+            char kn[64];
+            pos += (size_t)snprintf(m->kernels + pos, sizeof(m->kernels) - pos, "%s%s %s",
+                                    pos ? ", " : "", q->f->name,
+                                    tq_qmm_kernel_name(q->f, m->act_f32, kn, sizeof(kn)));
+            if (pos >= sizeof(m->kernels))
+                pos = sizeof(m->kernels) - 1;
+        }
+    }
+    m->weight_bytes_token = tok;
+}
+
 tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **out)
 {
     tq_model_opts def;
@@ -264,22 +366,26 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
                                      ? m->cfg.query_pre_attn_scalar
                                      : (float)m->cfg.head_dim);
 
-    loader L = {.src = src, .m = m, .path = path};
+    loader L = {.src = src, .m = m, .path = path, .store = opts->weight_store};
+    m->act_f32 = opts->native_f32_act != 0;
     const tq_model_config *c = &m->cfg;
     const int64_t dim = c->hidden, qd = (int64_t)c->n_heads * c->head_dim;
     const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden;
     const tq_dtype F = TQ_DTYPE_F32;
-    if ((st = load_tensor(&L, "model.embed_tokens.weight", 0, 2, c->vocab, dim, wt, &m->embed)) ||
+    if ((st = load_tensor_q(&L, "model.embed_tokens.weight", 0, 2, c->vocab, dim, wt, &m->embed,
+                            &m->q_embed)) ||
         (st = load_tensor(&L, "model.norm.weight", 0, 1, dim, 0, F, (void **)&m->final_norm)))
         goto fail;
     if (!c->tied_embeddings &&
-        (st = load_tensor(&L, "lm_head.weight", 1, 2, c->vocab, dim, wt, &m->lm_head)))
+        (st = load_tensor_q(&L, "lm_head.weight", 1, 2, c->vocab, dim, wt, &m->lm_head,
+                            &m->q_lm_head)))
         goto fail;
     if (!m->lm_head) {
         if (!c->tied_embeddings)
             tq_log(TQ_LOG_WARN, "%s: the config says untied embeddings but there is no "
                                 "lm_head.weight; using the embedding as the output layer", path);
         m->lm_head = m->embed;
+        m->q_lm_head = m->q_embed;
     }
     for (int il = 0; il < c->n_layers; il++) {
         tq_layer_weights *w = &m->layers[il];
@@ -289,11 +395,17 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
         if ((st = load_tensor(&L, name, opt, nd, a, b, dt, (void **)&w->field)))                 \
             goto fail;                                                                           \
     } while (0)
+#define M(field, qf, suffix, a, b)                                                               \
+    do {                                                                                         \
+        snprintf(name, sizeof(name), "model.layers.%d.%s", il, suffix);                          \
+        if ((st = load_tensor_q(&L, name, 0, 2, a, b, wt, (void **)&w->field, &w->qf)))          \
+            goto fail;                                                                           \
+    } while (0)
         T(attn_norm, "input_layernorm.weight", 0, 1, dim, 0, F);
-        T(wq, "self_attn.q_proj.weight", 0, 2, qd, dim, wt);
-        T(wk, "self_attn.k_proj.weight", 0, 2, kvd, dim, wt);
-        T(wv, "self_attn.v_proj.weight", 0, 2, kvd, dim, wt);
-        T(wo, "self_attn.o_proj.weight", 0, 2, dim, qd, wt);
+        M(wq, q_wq, "self_attn.q_proj.weight", qd, dim);
+        M(wk, q_wk, "self_attn.k_proj.weight", kvd, dim);
+        M(wv, q_wv, "self_attn.v_proj.weight", kvd, dim);
+        M(wo, q_wo, "self_attn.o_proj.weight", dim, qd);
         if (c->qkv_bias) {
             T(bq, "self_attn.q_proj.bias", 0, 1, qd, 0, F);
             T(bk, "self_attn.k_proj.bias", 0, 1, kvd, 0, F);
@@ -310,10 +422,11 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
         } else {
             T(ffn_norm, "post_attention_layernorm.weight", 0, 1, dim, 0, F);
         }
-        T(w_gate, "mlp.gate_proj.weight", 0, 2, ffn, dim, wt);
-        T(w_up, "mlp.up_proj.weight", 0, 2, ffn, dim, wt);
-        T(w_down, "mlp.down_proj.weight", 0, 2, dim, ffn, wt);
+        M(w_gate, q_gate, "mlp.gate_proj.weight", ffn, dim);
+        M(w_up, q_up, "mlp.up_proj.weight", ffn, dim);
+        M(w_down, q_down, "mlp.down_proj.weight", dim, ffn);
 #undef T
+#undef M
     }
 
     const tq_mm_opts mmo = {.bf16_act = opts->matvec_bf16, .openblas = opts->gemm_openblas};
@@ -347,11 +460,18 @@ tq_status tq_model_load(const char *path, const tq_model_opts *opts, tq_model **
     in->n_threads = tq_pool_size(m->pool);
     in->kernel = m->mm.name;
     in->gemm_kernel = m->mm.gemm_name;
+    describe_native(m);
+    in->native = m->native;
+    in->native_kernels = m->kernels;
+    in->weight_bytes_token = m->weight_bytes_token;
     tq_weights_free(src);
     tq_log(TQ_LOG_INFO, "%s: %s, %d layers, %s weights (%.1f MiB), kernels %s / %s (prefill), "
            "loaded in %.2f s", path, in->arch_name, c->n_layers, tq_dtype_name(wt),
            (double)m->weight_bytes / 1048576.0, m->mm.name, m->mm.gemm_name,
            (double)(tq_now_ns() - t0) * 1e-9);
+    if (m->native)
+        tq_log(TQ_LOG_INFO, "%s: native block weights: %s; %s matrices (if any) as %s", path,
+               m->kernels, "float", tq_dtype_name(wt));
     *out = m;
     return TQ_OK;
 fail:
@@ -432,7 +552,8 @@ tq_status tq_model_get_info(const tq_model *m, tq_model_info *out)
 
 static void free_rs(tq_run_state *r)
 {
-    void *ps[] = {r->x, r->xn, r->q, r->k, r->v, r->att, r->h1, r->h2, r->xb, r->cos_sin};
+    void *ps[] = {r->x,  r->xn, r->q,  r->k,       r->v,     r->att,
+                  r->h1, r->h2, r->xb, r->cos_sin, r->act_a, r->act_k};
     for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
         tq_free(ps[i]);
     memset(r, 0, sizeof(*r));
@@ -506,6 +627,22 @@ tq_status tq_session_create(tq_model *m, const tq_session_opts *opts, tq_session
     r->h2 = alloc_f(nb, ffn);
     r->cos_sin = alloc_f(nb, c->rope_dim);
     r->xb = m->mm.needs_xb ? tq_aligned_alloc((size_t)nb * (size_t)widest * 2) : NULL;
+    if (m->native) {
+        size_t a = 0, kb = 0;
+        const int64_t ks[3] = {dim, qd, ffn};
+        for (int i = 0; i < 3; i++) {
+            size_t ai, ki;
+            tq_qmm_act_bytes(ks[i], nb, &ai, &ki);
+            a = ai > a ? ai : a;
+            kb = ki > kb ? ki : kb;
+        }
+        r->act_a = tq_aligned_alloc(a ? a : 64);
+        r->act_k = tq_aligned_alloc(kb ? kb : 64);
+        if (!r->act_a || !r->act_k) {
+            st = TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory for q8 activations");
+            goto fail;
+        }
+    }
     if (!r->x || !r->xn || !r->q || !r->k || !r->v || !r->att || !r->h1 || !r->h2 ||
         !r->cos_sin || (m->mm.needs_xb && !r->xb)) {
         st = TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory for run state (%d tokens)",

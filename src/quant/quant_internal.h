@@ -19,4 +19,13 @@ tq_status tq_fold_head_rows(float *w, int64_t rows, int64_t cols, int hd, const 
  * (o_proj) */
 tq_status tq_fold_head_cols(float *w, int64_t rows, int64_t cols, int hd, const int8_t *signs);
 
+/* affine.c: MLX affine (uint32 LSB-first codes, f32 scale/bias per group of a row) */
+int tq_affine_ok(int bits, int group);
+tq_status tq_affine_quantize(const float *w, int64_t rows, int64_t cols, int bits, int group,
+                             uint32_t *codes, float *scales, float *biases);
+/* out = bf16(scale) * q + bf16(bias), as mlx-lm evaluates it */
+void tq_affine_dequantize(const uint32_t *codes, const uint16_t *scales_bf16,
+                          const uint16_t *biases_bf16, int64_t rows, int64_t cols, int bits,
+                          int group, float *out);
+
 #endif

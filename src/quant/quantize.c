@@ -16,6 +16,7 @@
 #include <fcntl.h>
 
 #include "common/hadamard.h"
+#include "core/half.h"
 #include "quant/quant_internal.h"
 
 enum role {
@@ -56,6 +57,7 @@ typedef struct qt {
     const char *src_type_name;
     size_t src_nbytes;
     int out_type;    /* ggml type (both formats: F32/F16/BF16 map to safetensors dtypes) */
+    int affine;      /* MLX: written as uint32 codes + bf16 scales/biases */
     int fallback;
 } qt;
 
@@ -229,6 +231,16 @@ static int is_matrix(int role)
 static void choose_type(const ctx *c, qt *t)
 {
     const tq_quantize_opts *o = c->o;
+    if (o->format == TQ_QFORMAT_MLX) {
+        t->out_type = TQ_GGML_BF16;
+        t->affine = 0;
+        if (t->n_dims == 2 && is_matrix(t->role) && t->role != R_OTHER &&
+            !(o->keep_embed && (t->role == R_EMBED || t->role == R_LMHEAD))) {
+            t->affine = t->cols % o->group == 0;
+            t->fallback = !t->affine;
+        }
+        return;
+    }
     if (t->n_dims < 2 || !is_matrix(t->role)) {
         t->out_type = o->format == TQ_QFORMAT_GGUF ? TQ_GGML_F32 : o->type;
         return;
@@ -563,7 +575,7 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
-static tq_status copy_file(const char *from, const char *to, int untie)
+static tq_status copy_file(const char *from, const char *to, int untie, const char *insert)
 {
     FILE *f = fopen(from, "rb");
     if (!f)
@@ -584,8 +596,15 @@ static tq_status copy_file(const char *from, const char *to, int untie)
         }
     }
     fclose(f);
+    if (b) { /* NUL-terminated for strstr */
+        char *nb = realloc(b, n + 1);
+        if (!nb)
+            free(b);
+        b = nb;
+    }
     if (!b)
         return TQ_FAIL(TQ_E_NOMEM, "out of memory copying %s", from);
+    b[n] = 0;
     tq_atomic_file *af;
     tq_status st = tq_atomic_file_open(to, &af);
     if (st) {
@@ -593,26 +612,28 @@ static tq_status copy_file(const char *from, const char *to, int untie)
         return st;
     }
     FILE *o = tq_atomic_file_stream(af);
-    /* config.json: an untied copy says so ("tie_word_embeddings": false) */
-    const char *key = "\"tie_word_embeddings\"";
-    char *p = untie ? strstr(b, key) : NULL;
-    size_t done = 0;
     int ok = o != NULL;
-    if (ok && p) {
+    /* config.json: `insert` goes right after the opening brace; an untied copy says so
+     * ("tie_word_embeddings": false, replacing true or added when the key is absent: the
+     * family default may be tied) */
+    const char *key = "\"tie_word_embeddings\"";
+    char *brace = (insert || untie) ? memchr(b, '{', n) : NULL;
+    size_t done = 0;
+    if (ok && brace) {
+        done = (size_t)(brace - b) + 1;
+        ok = fwrite(b, 1, done, o) == done && (!insert || fputs(insert, o) >= 0);
+    }
+    char *p = untie ? strstr(b, key) : NULL;
+    if (ok && untie && !p && brace)
+        ok = fputs("\n  \"tie_word_embeddings\": false,", o) >= 0;
+    if (ok && p && (size_t)(p - b) >= done) {
         char *v = p + strlen(key);
         while (v < b + n && (*v == ' ' || *v == ':' || *v == '\t'))
             v++;
         if (!strncmp(v, "true", 4)) {
-            ok = fwrite(b, 1, (size_t)(v - b), o) == (size_t)(v - b) && fputs("false", o) >= 0;
+            ok = fwrite(b + done, 1, (size_t)(v - b) - done, o) == (size_t)(v - b) - done &&
+                 fputs("false", o) >= 0;
             done = (size_t)(v - b) + 4;
-        }
-    } else if (ok && untie && strstr(from, "config.json")) {
-        /* no key: the family default is tied (gemma3); insert it after the opening brace */
-        char *brace = memchr(b, '{', n);
-        if (brace) {
-            ok = fwrite(b, 1, (size_t)(brace - b) + 1, o) == (size_t)(brace - b) + 1 &&
-                 fputs("\n  \"tie_word_embeddings\": false,", o) >= 0;
-            done = (size_t)(brace - b) + 1;
         }
     }
     ok = ok && fwrite(b + done, 1, n - done, o) == n - done;
@@ -654,6 +675,8 @@ void tq_quantize_opts_default(tq_quantize_opts *o)
     o->format = TQ_QFORMAT_GGUF;
     o->type = TQ_GGML_Q8_0;
     o->seed = 42;
+    o->bits = 4;
+    o->group = 64;
 }
 
 /* ---- setup of the fold ---------------------------------------------------------------------- */
@@ -784,6 +807,62 @@ static tq_status check_finite(const ctx *c, const qt *t, const float *x)
     return TQ_OK;
 }
 
+/* MLX affine: "<m>.weight" uint32 codes (rows, cols*bits/32), "<m>.scales"/"<m>.biases" bf16
+ * (rows, cols/group). *ob receives the bytes written; rel (optional) the relative RMS error of
+ * bf16(s)*q + bf16(b) against x. */
+static tq_status write_affine(const ctx *c, const qt *t, const float *x, tq_st_writer *sw,
+                              double *rel, size_t *ob)
+{
+    const int bits = c->o->bits, group = c->o->group;
+    const int64_t words = t->cols * bits / 32, ng = t->cols / group;
+    const size_t n_codes = (size_t)(t->rows * words), n_g = (size_t)(t->rows * ng);
+    uint32_t *codes = tq_malloc(n_codes * sizeof(uint32_t));
+    float *sc = tq_malloc(n_g * sizeof(float)), *bi = tq_malloc(n_g * sizeof(float));
+    uint16_t *sc16 = tq_malloc(n_g * 2), *bi16 = tq_malloc(n_g * 2);
+    tq_status st = TQ_OK;
+    if (!codes || !sc || !bi || !sc16 || !bi16)
+        st = TQ_FAIL(TQ_E_NOMEM, "out of memory for tensor '%s'", t->name);
+    if (!st)
+        st = tq_affine_quantize(x, t->rows, t->cols, bits, group, codes, sc, bi);
+    for (size_t i = 0; !st && i < n_g; i++) {
+        sc16[i] = tq_f32_to_bf16(sc[i]);
+        bi16[i] = tq_f32_to_bf16(bi[i]);
+    }
+    char base[160], name[176];
+    const size_t bl = strlen(t->name);
+    snprintf(base, sizeof(base), "%.*s", (int)(bl > 7 && !strcmp(t->name + bl - 7, ".weight")
+                                                   ? bl - 7 : bl), t->name);
+    const int64_t shp_c[2] = {t->rows, words}, shp_g[2] = {t->rows, ng};
+    if (!st)
+        st = tq_st_writer_add(sw, t->name, TQ_ST_U32, 2, shp_c, codes, n_codes * 4);
+    snprintf(name, sizeof(name), "%s.scales", base);
+    if (!st)
+        st = tq_st_writer_add(sw, name, TQ_ST_BF16, 2, shp_g, sc16, n_g * 2);
+    snprintf(name, sizeof(name), "%s.biases", base);
+    if (!st)
+        st = tq_st_writer_add(sw, name, TQ_ST_BF16, 2, shp_g, bi16, n_g * 2);
+    *ob = n_codes * 4 + n_g * 4;
+    if (!st && rel) {
+        float *y = tq_malloc((size_t)t->n * sizeof(float));
+        if (y) {
+            tq_affine_dequantize(codes, sc16, bi16, t->rows, t->cols, bits, group, y);
+            double e = 0, d = 0;
+            for (int64_t j = 0; j < t->n; j++) {
+                e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
+                d += (double)x[j] * x[j];
+            }
+            *rel = d > 0 ? sqrt(e / d) : sqrt(e);
+        }
+        tq_free(y);
+    }
+    tq_free(codes);
+    tq_free(sc);
+    tq_free(bi);
+    tq_free(sc16);
+    tq_free(bi16);
+    return st;
+}
+
 static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_quantize_result *r)
 {
     const tq_quantize_opts *o = c->o;
@@ -819,6 +898,11 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
             st = fold_tensor(c, t, x, &s.folded);
         if (!st && o->stats)
             moments(x, t->n, &s.maxabs_out, &s.kurt_out);
+        if (!st && t->affine) {
+            st = write_affine(c, t, x, sw, o->stats ? &s.rel_rmse : NULL, &ob);
+            s.out_type = "affine";
+            goto written;
+        }
         if (!st)
             st = tq_ggml_quantize(t->out_type, x, t->n, q, ob);
         if (!st && o->stats) {
@@ -841,6 +925,7 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
                 shape[d] = t->ne[t->n_dims - 1 - d];
             st = tq_st_writer_add(sw, t->name, ggml_to_st(t->out_type), t->n_dims, shape, q, ob);
         }
+    written:
         tq_free(x);
         tq_free(q);
         if (st)
@@ -870,9 +955,13 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
     if (!o || !o->src || !o->out || !res)
         return TQ_FAIL(TQ_E_ARG, "tq_quantize: NULL argument");
     memset(res, 0, sizeof(*res));
-    if (o->format != TQ_QFORMAT_GGUF && o->format != TQ_QFORMAT_SAFETENSORS)
+    if (o->format != TQ_QFORMAT_GGUF && o->format != TQ_QFORMAT_SAFETENSORS &&
+        o->format != TQ_QFORMAT_MLX)
         return TQ_FAIL(TQ_E_UNSUPPORTED, "tq quantize: output format %d not supported (gguf, "
-                       "safetensors)", (int)o->format);
+                       "safetensors, mlx)", (int)o->format);
+    if (o->format == TQ_QFORMAT_MLX && !tq_affine_ok(o->bits, o->group))
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq quantize: MLX affine --bits %d --group %d: bits 2 3 "
+                       "4 5 6 8, group 32 64 128", o->bits, o->group);
     if (!tq_ggml_can_quantize(o->type))
         return TQ_FAIL(TQ_E_UNSUPPORTED, "tq quantize: no quantizer for type %s; supported: F32 "
                        "F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K",
@@ -911,7 +1000,7 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
                      "or use --format safetensors", o->src);
         goto out;
     }
-    if (o->format == TQ_QFORMAT_SAFETENSORS && !c.st) {
+    if ((o->format == TQ_QFORMAT_SAFETENSORS || o->format == TQ_QFORMAT_MLX) && !c.st) {
         st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: safetensors output needs a Hugging Face safetensors "
                      "source (config.json and tokenizer files are copied); use --format gguf",
                      o->src);
@@ -945,6 +1034,12 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
     }
 
     /* safetensors directory: build OUT.tmp.<pid>, rename into place at the end */
+    char quant_json[256] = "";
+    if (o->format == TQ_QFORMAT_MLX)
+        snprintf(quant_json, sizeof(quant_json),
+                 "\n  \"quantization\": {\"group_size\": %d, \"bits\": %d, \"mode\": "
+                 "\"affine\"},\n  \"quantization_config\": {\"group_size\": %d, \"bits\": "
+                 "%d, \"mode\": \"affine\"},", o->group, o->bits, o->group, o->bits);
     char tmp[4096], old[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", o->out, (long)getpid());
     snprintf(old, sizeof(old), "%s.old.%ld", o->out, (long)getpid());
@@ -981,7 +1076,7 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
         if (!from || !to)
             st = TQ_FAIL(TQ_E_NOMEM, "out of memory");
         else if (path_exists(from))
-            st = copy_file(from, to, c.untie && i == 0);
+            st = copy_file(from, to, c.untie && i == 0, i == 0 && *quant_json ? quant_json : NULL);
         free(from);
         free(to);
     }

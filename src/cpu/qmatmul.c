@@ -1,0 +1,153 @@
+/* qmatmul.c -- the threaded driver of qmatmul.h. */
+#include <math.h>
+#include <stdio.h>
+
+#include "cpu/qdot.h"
+#include "cpu/qmatmul.h"
+
+#define QMM_BLK 16 /* rows per thread-split unit */
+
+tq_qpath tq_qmm_path(const tq_format *f, int act_f32)
+{
+    if (!f || !f->k.dequant)
+        return TQ_QPATH_NONE;
+    if (!act_f32 && f->k.mv_q8)
+        return TQ_QPATH_Q8;
+    if (f->k.mv_f32)
+        return TQ_QPATH_F32;
+    return f->block <= 256 ? TQ_QPATH_DEQUANT : TQ_QPATH_NONE;
+}
+
+const char *tq_qmm_kernel_name(const tq_format *f, int act_f32, char *buf, size_t cap)
+{
+    switch (tq_qmm_path(f, act_f32)) {
+    case TQ_QPATH_Q8:
+        snprintf(buf, cap, "q8-act %s", f->k.isa_q8);
+        break;
+    case TQ_QPATH_F32:
+        snprintf(buf, cap, "f32-act %s", f->k.isa_f32);
+        break;
+    case TQ_QPATH_DEQUANT:
+        snprintf(buf, cap, "dequant+f32 %s", f->k.isa_dequant);
+        break;
+    default:
+        snprintf(buf, cap, "none");
+    }
+    return buf;
+}
+
+void tq_qmm_act_bytes(int64_t k, int64_t n, size_t *a, size_t *kb)
+{
+    *a = k % TQ_QK ? 0 : (size_t)n * (size_t)(k / TQ_QK) * sizeof(tq_q8a);
+    *kb = k % TQ_QKK ? 0 : (size_t)n * (size_t)(k / TQ_QKK) * sizeof(tq_q8k);
+}
+
+/* the DEQUANT path: one row . one token, blocks decoded on the stack */
+static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int64_t k,
+                       const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,
+                       int64_t r1)
+{
+    float blk[256];
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * row_bytes;
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * ldx;
+            float acc[32] = {0};
+            for (int64_t b = 0; b < k / f->block; b++) {
+                f->k.dequant(row + (size_t)b * f->block_bytes, blk, f->block);
+                for (int64_t j = 0; j < f->block; j++) {
+                    const int64_t e = b * f->block + j;
+                    acc[e % 32] = fmaf(blk[j], xt[e], acc[e % 32]);
+                }
+            }
+            float v[8];
+            for (int l = 0; l < 8; l++)
+                v[l] = (acc[l] + acc[8 + l]) + (acc[16 + l] + acc[24 + l]);
+            y[t * ldy + r] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+        }
+    }
+}
+
+typedef struct qmm_job {
+    const tq_qmm_out *outs;
+    int n_out;
+    const float *x;
+    int64_t ldx, n;
+    int act_f32;
+    const void *act_a, *act_k;
+} qmm_job;
+
+static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t r1)
+{
+    const tq_qmat *W = o->W;
+    const tq_format *f = W->f;
+    switch (tq_qmm_path(f, j->act_f32)) {
+    case TQ_QPATH_Q8:
+        f->k.mv_q8(W->w, W->row_bytes, W->cols, f->act == TQ_ACT_Q8K ? j->act_k : j->act_a, j->n,
+                   o->y, o->ldy, r0, r1);
+        break;
+    case TQ_QPATH_F32:
+        f->k.mv_f32(W->w, W->row_bytes, W->cols, j->x, j->ldx, j->n, o->y, o->ldy, r0, r1);
+        break;
+    case TQ_QPATH_DEQUANT:
+        mv_dequant(f, W->w, W->row_bytes, W->cols, j->x, j->ldx, j->n, o->y, o->ldy, r0, r1);
+        break;
+    default:
+        break; /* refused at load */
+    }
+}
+
+static void qmm_task(void *ctx, int ith, int nth)
+{
+    const qmm_job *j = ctx;
+    for (int i = 0; i < j->n_out; i++) {
+        const tq_qmm_out *o = &j->outs[i];
+        const int64_t nblk = (o->W->rows + QMM_BLK - 1) / QMM_BLK;
+        int64_t b0, b1;
+        tq_split_range(nblk, ith, nth, &b0, &b1);
+        int64_t r0 = b0 * QMM_BLK, r1 = b1 * QMM_BLK;
+        if (r1 > o->W->rows)
+            r1 = o->W->rows;
+        if (r0 < r1)
+            qmm_rows(j, o, r0, r1);
+    }
+}
+
+void tq_qmm_run(tq_pool *pool, const tq_qmm_out *outs, int n_out, const float *x, int64_t ldx,
+                int64_t n, int act_f32, void *act_a, void *act_k)
+{
+    if (n_out < 1 || n < 1)
+        return;
+    const int64_t k = outs[0].W->cols;
+    /* the activations, once per call and token, for each kind some output reads */
+    int need_a = 0, need_k = 0;
+    tq_qact_quant_fn qa = NULL, qk = NULL;
+    int64_t work = 0;
+    for (int i = 0; i < n_out; i++) {
+        const tq_format *f = outs[i].W->f;
+        work += outs[i].W->rows * k * n;
+        if (tq_qmm_path(f, act_f32) != TQ_QPATH_Q8)
+            continue;
+        if (f->act == TQ_ACT_Q8K) {
+            need_k = 1;
+            qk = f->k.quant_act;
+        } else {
+            need_a = 1;
+            qa = f->k.quant_act;
+        }
+    }
+    size_t ab, kb;
+    tq_qmm_act_bytes(k, 1, &ab, &kb);
+    for (int64_t t = 0; t < n; t++) {
+        if (need_a)
+            qa(x + t * ldx, (uint8_t *)act_a + (size_t)t * ab, k);
+        if (need_k)
+            qk(x + t * ldx, (uint8_t *)act_k + (size_t)t * kb, k);
+    }
+    qmm_job j = {.outs = outs, .n_out = n_out, .x = x, .ldx = ldx, .n = n, .act_f32 = act_f32,
+                 .act_a = act_a, .act_k = act_k};
+    if (work < 16384 || tq_pool_size(pool) == 1)
+        qmm_task(&j, 0, 1);
+    else
+        tq_pool_run(pool, qmm_task, &j);
+}

@@ -1,0 +1,342 @@
+/* test_native.c -- native block weights in the engine (issue 14 items 1, 3; src/cpu/qmatmul.c).
+ *
+ * The tiny llama (tests/data/tiny/llama) written as a GGUF whose matrices (embedding and output
+ * too) are in one block type T (quantized by tq_ggml_quantize, q/k rows permuted as llama.cpp's
+ * converter does), for T in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (its 32-wide rows do not fit the K
+ * formats: the model test on SmolLM2 / Gemma 3 covers those):
+ *  1. --weights native-f32 vs --weights f32 (dequantized at load): the same weight values and
+ *     f32 activations, only the summation order differs: |dlogit| <= 1e-4 * (1 + |logit|), same
+ *     argmax at every position;
+ *  2. --weights native (q8 activations) vs f32: KL(f32 || native) per position <= 1e-3 mean,
+ *     argmax equal at >= 90% of positions (int8 activations cost a little);
+ *  3. batch invariance: native logits for n_batch 1, 5, 64 are identical bit for bit;
+ *  4. refusals: a matrix of a type with no kernels (IQ4_NL) names tensor, type and the supported
+ *     list; a safetensors model with --weights native is refused; a too-small buffer for
+ *     tq_weights_read_raw is refused;
+ *  5. the model info names the kernel per type and the weight bytes per token.
+ * Usage: test_native [-s SEED] [-m MODEL.gguf: also compare native vs f32 on it, model label] */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "t.h"
+#include "turboquant.h"
+
+#define NTOK 24
+
+static char tmpdir[256];
+
+static tq_status write_gguf(const char *path, int type, int bad_type)
+{
+    tq_weights *w = NULL;
+    tq_status st = tq_weights_open("tests/data/tiny/llama", &w);
+    if (st)
+        return st;
+    const tq_model_config *c = tq_weights_config(w);
+    tq_gguf_writer *gw = NULL;
+    if ((st = tq_gguf_writer_create(path, &gw)))
+        goto out;
+    const float theta = 10000.0f, eps = 1e-5f;
+    st = tq_gguf_writer_set_str(gw, "general.architecture", "llama");
+    const struct { const char *k; uint32_t v; } u[] = {
+        {"llama.block_count", (uint32_t)c->n_layers},
+        {"llama.embedding_length", (uint32_t)c->hidden},
+        {"llama.feed_forward_length", (uint32_t)c->ffn_hidden},
+        {"llama.attention.head_count", (uint32_t)c->n_heads},
+        {"llama.attention.head_count_kv", (uint32_t)c->n_kv_heads},
+        {"llama.attention.key_length", (uint32_t)c->head_dim},
+        {"llama.attention.value_length", (uint32_t)c->head_dim},
+        {"llama.rope.dimension_count", (uint32_t)c->head_dim},
+        {"llama.context_length", 256},
+        {"llama.vocab_size", (uint32_t)c->vocab},
+    };
+    for (size_t i = 0; !st && i < sizeof(u) / sizeof(u[0]); i++)
+        st = tq_gguf_writer_set_u32(gw, u[i].k, u[i].v);
+    if (!st)
+        st = tq_gguf_writer_set_raw(gw, "llama.rope.freq_base", TQ_GGUF_F32, &theta, 4);
+    if (!st)
+        st = tq_gguf_writer_set_raw(gw, "llama.attention.layer_norm_rms_epsilon", TQ_GGUF_F32,
+                                    &eps, 4);
+    static const char *const map[][2] = {
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"lm_head.weight", "output.weight"},
+        {"model.norm.weight", "output_norm.weight"},
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    };
+    char names[64][2][96];
+    int nn = 0;
+    for (int l = -1; l < c->n_layers; l++)
+        for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+            const int global = i < 3;
+            if ((l < 0) != global)
+                continue;
+            if (global) {
+                snprintf(names[nn][0], 96, "%s", map[i][0]);
+                snprintf(names[nn][1], 96, "%s", map[i][1]);
+            } else {
+                snprintf(names[nn][0], 96, "model.layers.%d.%s", l, map[i][0]);
+                snprintf(names[nn][1], 96, "blk.%d.%s", l, map[i][1]);
+            }
+            nn++;
+        }
+    int types[64];
+    for (int i = 0; !st && i < nn; i++) {
+        tq_weights_tensor ti;
+        if ((st = tq_weights_get(w, names[i][0], &ti)))
+            break;
+        types[i] = ti.n_dims == 2 ? type : TQ_GGML_F32;
+        if (bad_type && strstr(names[i][1], "blk.1.ffn_up"))
+            types[i] = bad_type; /* bytes of a type we do not run (IQ4_NL: 32-blocks) */
+        int64_t ne[2] = {ti.shape[ti.n_dims - 1], ti.n_dims > 1 ? ti.shape[0] : 1};
+        st = tq_gguf_writer_add_tensor(gw, names[i][1], types[i], ti.n_dims, ne);
+    }
+    if (!st)
+        st = tq_gguf_writer_begin(gw);
+    for (int i = 0; !st && i < nn; i++) {
+        tq_weights_tensor ti;
+        tq_weights_get(w, names[i][0], &ti);
+        float *x = malloc(sizeof(float) * ti.n_elem), *y = malloc(sizeof(float) * ti.n_elem);
+        st = tq_weights_read(w, names[i][0], TQ_DTYPE_F32, x, sizeof(float) * ti.n_elem);
+        memcpy(y, x, sizeof(float) * ti.n_elem);
+        const int q = strstr(names[i][1], "attn_q.") != NULL;
+        const int k = strstr(names[i][1], "attn_k.") != NULL;
+        if (q || k) { /* the converter's permutation, undone by the reader */
+            const int heads = q ? c->n_heads : c->n_kv_heads, hd = c->head_dim;
+            const int64_t cols = ti.shape[1];
+            for (int h = 0; h < heads; h++)
+                for (int ii = 0; ii < hd / 2; ii++)
+                    for (int j = 0; j < 2; j++)
+                        memcpy(y + ((int64_t)h * hd + ii * 2 + j) * cols,
+                               x + ((int64_t)h * hd + j * (hd / 2) + ii) * cols,
+                               sizeof(float) * cols);
+        }
+        size_t nb = 0;
+        if (!st)
+            st = tq_ggml_nbytes(types[i], ti.n_elem, &nb);
+        uint8_t *b = calloc(1, nb + 1);
+        if (!st && bad_type && types[i] == bad_type)
+            for (size_t j = 0; j < nb; j++)
+                b[j] = (uint8_t)(j * 37);
+        else if (!st && types[i] == TQ_GGML_F32)
+            memcpy(b, y, nb);
+        else if (!st)
+            st = tq_ggml_quantize(types[i], y, ti.n_elem, b, nb);
+        if (!st)
+            st = tq_gguf_writer_write(gw, b, nb);
+        free(b);
+        free(x);
+        free(y);
+    }
+    if (!st)
+        st = tq_gguf_writer_finish(gw);
+out:
+    tq_gguf_writer_free(gw);
+    tq_weights_free(w);
+    return st;
+}
+
+/* logits of every position of the prompt: mode "f32", "native", "native-f32" */
+static int run(const char *path, const char *mode, int n_batch, const int32_t *toks, int n,
+               float *logits, int *vocab, tq_model_info *info)
+{
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.n_threads = 2;
+    if (!strcmp(mode, "f32")) {
+        mo.weight_store = TQ_STORE_DEQUANT;
+        mo.weight_type = TQ_DTYPE_F32;
+    } else {
+        mo.weight_store = TQ_STORE_NATIVE;
+        mo.native_f32_act = !strcmp(mode, "native-f32");
+    }
+    tq_model *m = NULL;
+    tq_session *s = NULL;
+    tq_status st = tq_model_load(path, &mo, &m);
+    CHECK(st == TQ_OK, "load %s %s: %s", path, mode, tq_last_error());
+    if (st)
+        return -1;
+    tq_model_get_info(m, info);
+    *vocab = info->vocab_size;
+    tq_session_opts so;
+    tq_session_opts_default(&so);
+    tq_kv_scheme_parse("f32", &so.kv);
+    so.n_ctx = n + 8;
+    so.n_batch = n_batch;
+    st = tq_session_create(m, &so, &s);
+    if (!st)
+        st = tq_session_eval_all(s, toks, n, logits, (int64_t)n * info->vocab_size);
+    CHECK(st == TQ_OK, "eval %s: %s", mode, tq_last_error());
+    tq_session_free(s);
+    tq_model_free(m);
+    return st ? -1 : 0;
+}
+
+static int argmax(const float *v, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b])
+            b = i;
+    return b;
+}
+
+/* KL(p || q) of two logit vectors, in float64 */
+static double kl(const float *p, const float *q, int n)
+{
+    double mp = p[0], mq = q[0], zp = 0, zq = 0, r = 0;
+    for (int i = 1; i < n; i++) {
+        mp = p[i] > mp ? p[i] : mp;
+        mq = q[i] > mq ? q[i] : mq;
+    }
+    for (int i = 0; i < n; i++) {
+        zp += exp(p[i] - mp);
+        zq += exp(q[i] - mq);
+    }
+    for (int i = 0; i < n; i++) {
+        const double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
+        r += exp(lp) * (lp - lq);
+    }
+    return r;
+}
+
+/* native vs f32 on one file: returns mean KL (q8) */
+static void compare(const char *path, const char *label, const int32_t *toks, int n,
+                    int exact_check, double kl_max, double top1_min)
+{
+    int V = 0;
+    tq_model_info info;
+    const int cap = n * 262144;
+    float *a = malloc(sizeof(float) * (size_t)cap), *b = malloc(sizeof(float) * (size_t)cap);
+    float *c = malloc(sizeof(float) * (size_t)cap);
+    if (run(path, "f32", 64, toks, n, a, &V, &info) || run(path, "native-f32", 64, toks, n, b, &V,
+                                                             &info) ||
+        run(path, "native", 64, toks, n, c, &V, &info)) {
+        free(a), free(b), free(c);
+        return;
+    }
+    printf("%s: native kernels: %s; %.1f KiB weights, %.1f KiB read per token\n", label,
+           info.native_kernels, info.weight_bytes / 1024.0, info.weight_bytes_token / 1024.0);
+    CHECK(info.native && strlen(info.native_kernels) > 0, "%s: info names kernels", label);
+    double worst = 0, klsum = 0, klmax = 0;
+    int same_f = 0, same_q = 0;
+    for (int t = 0; t < n; t++) {
+        const float *pa = a + (size_t)t * V, *pb = b + (size_t)t * V, *pc = c + (size_t)t * V;
+        for (int i = 0; i < V; i++) {
+            const double d = fabs((double)pa[i] - pb[i]) / (1.0 + fabs(pa[i]));
+            worst = d > worst ? d : worst;
+        }
+        same_f += argmax(pa, V) == argmax(pb, V);
+        same_q += argmax(pa, V) == argmax(pc, V);
+        const double k = kl(pa, pc, V);
+        klsum += k;
+        klmax = k > klmax ? k : klmax;
+    }
+    printf("%s: native-f32 vs f32: worst rel dlogit %.3g, top-1 %d/%d; native(q8) vs f32: mean "
+           "KL %.3g, max KL %.3g, top-1 %d/%d\n", label, worst, same_f, n, klsum / n, klmax,
+           same_q, n);
+    if (exact_check) {
+        CHECK(worst <= 1e-4, "%s: native-f32 vs f32 worst %.3g", label, worst);
+        CHECK(same_f == n, "%s: native-f32 top-1 %d/%d", label, same_f, n);
+    }
+    CHECK(klsum / n <= kl_max, "%s: mean KL %.3g > %.3g", label, klsum / n, kl_max);
+    CHECK(same_q >= top1_min * n, "%s: q8 top-1 %d/%d", label, same_q, n);
+    /* batch invariance of the native path */
+    for (int k = 0; k < 2; k++) {
+        const char *mode = k ? "native-f32" : "native";
+        float *ref = k ? b : c;
+        const int nbs[2] = {1, 5};
+        for (int j = 0; j < 2; j++) {
+            if (run(path, mode, nbs[j], toks, n, a, &V, &info))
+                break;
+            CHECK(!memcmp(a, ref, sizeof(float) * (size_t)n * V), "%s %s: n_batch %d differs "
+                  "from n_batch 64", label, mode, nbs[j]);
+        }
+    }
+    free(a), free(b), free(c);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv, "test_native");
+    const char *model = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-m"))
+            model = argv[i + 1];
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tq_test_native.%d", (int)getpid());
+    mkdir(tmpdir, 0700);
+    int32_t toks[NTOK];
+    srand(t_seed);
+    for (int i = 0; i < NTOK; i++)
+        toks[i] = rand() % 256;
+    char path[400];
+    if (model) {
+        int32_t mt[64];
+        for (int i = 0; i < 64; i++)
+            mt[i] = 1 + (int32_t)((uint32_t)rand() % 20000u);
+        compare(model, model, mt, 64, 0, 0.1, 0.7); /* random tokens: flat, sensitive */
+    } else {
+        const int types[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
+                             TQ_GGML_Q5_1};
+        for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+            snprintf(path, sizeof(path), "%s/tiny_%s.gguf", tmpdir, tq_ggml_type_name(types[k]));
+            tq_status st = write_gguf(path, types[k], 0);
+            CHECK(st == TQ_OK, "write %s: %s", path, tq_last_error());
+            if (!st)
+                compare(path, tq_ggml_type_name(types[k]), toks, NTOK, 1, 1e-3, 0.9);
+            unlink(path);
+        }
+        /* refusals */
+        snprintf(path, sizeof(path), "%s/tiny_bad.gguf", tmpdir);
+        tq_status st = write_gguf(path, TQ_GGML_Q8_0, 20 /* IQ4_NL */);
+        CHECK(st == TQ_OK, "write bad: %s", tq_last_error());
+        tq_model_opts mo;
+        tq_model_opts_default(&mo);
+        mo.weight_store = TQ_STORE_NATIVE;
+        tq_model *m = NULL;
+        st = tq_model_load(path, &mo, &m);
+        printf("refusal: %s\n", tq_last_error());
+        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "IQ4_NL") &&
+                  strstr(tq_last_error(), "mlp.up_proj") && strstr(tq_last_error(), "Q4_K"),
+              "IQ4_NL refused naming tensor, type, list: %s", tq_last_error());
+        tq_model_free(m);
+        m = NULL;
+        mo.weight_store = TQ_STORE_DEQUANT;
+        st = tq_model_load(path, &mo, &m);
+        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "IQ4_NL"),
+              "IQ4_NL refused with dequant too: %s", tq_last_error());
+        tq_model_free(m);
+        m = NULL;
+        unlink(path);
+        mo.weight_store = TQ_STORE_NATIVE;
+        st = tq_model_load("tests/data/tiny/llama", &mo, &m);
+        CHECK(st == TQ_E_UNSUPPORTED, "native on safetensors refused: %s", tq_last_error());
+        printf("refusal: %s\n", tq_last_error());
+        tq_model_free(m);
+        /* raw read into a short buffer */
+        snprintf(path, sizeof(path), "%s/tiny_q8.gguf", tmpdir);
+        if (write_gguf(path, TQ_GGML_Q8_0, 0) == TQ_OK) {
+            tq_weights *w = NULL;
+            if (tq_weights_open(path, &w) == TQ_OK) {
+                uint8_t buf[64];
+                int ty;
+                size_t rb;
+                st = tq_weights_read_raw(w, "model.layers.0.mlp.up_proj.weight", &ty, &rb, buf,
+                                         sizeof(buf));
+                CHECK(st == TQ_E_ARG, "short raw buffer refused: %s", tq_last_error());
+                tq_weights_free(w);
+            }
+            if (!getenv("TQ_TEST_KEEP"))
+                unlink(path);
+        }
+    }
+    if (!getenv("TQ_TEST_KEEP"))
+        rmdir(tmpdir);
+    return t_done();
+}
