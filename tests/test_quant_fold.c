@@ -291,6 +291,39 @@ static void check_gguf(void)
         else
             CHECK(e <= 1e-3, "gguf fold + Q8_0 NMSE %.3g", e);
     }
+    /* streaming in chunks of rows gives the same bytes (chunks of ~100 values: 1-3 rows) */
+    for (int k = 0; k < 2; k++) {
+        char o1[512], o2[512];
+        snprintf(o1, sizeof(o1), "%s/chunk_a_%d.gguf", base, k);
+        snprintf(o2, sizeof(o2), "%s/chunk_b_%d.gguf", base, k);
+        tq_quantize_opts o;
+        tq_quantize_opts_default(&o);
+        o.src = src;
+        o.type = k ? TQ_GGML_Q4_0 : TQ_GGML_F32;
+        o.rotate = 1;
+        o.command_line = "same";
+        tq_quantize_result r;
+        o.out = o1;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "whole: %s", tq_last_error());
+        o.out = o2;
+        o.chunk_elems = 100;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "chunked: %s", tq_last_error());
+        size_t n1 = 0, n2 = 0;
+        FILE *f1 = fopen(o1, "rb"), *f2 = fopen(o2, "rb");
+        char *b1 = malloc(1 << 20), *b2 = malloc(1 << 20);
+        if (f1 && f2) {
+            n1 = fread(b1, 1, 1 << 20, f1);
+            n2 = fread(b2, 1, 1 << 20, f2);
+        }
+        CHECK(n1 > 0 && n1 == n2 && !memcmp(b1, b2, n1), "chunked output differs (%zu vs %zu "
+              "bytes)", n1, n2);
+        if (f1)
+            fclose(f1);
+        if (f2)
+            fclose(f2);
+        free(b1);
+        free(b2);
+    }
     /* provenance in the metadata */
     tq_gguf *g = NULL;
     snprintf(out, sizeof(out), "%s/llama_rot_F32.gguf", base);

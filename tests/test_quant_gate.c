@@ -6,7 +6,10 @@
  * both perplexities. Also the greedy 32-token continuation of a few prompts, equal or not.
  *
  *   test_quant_gate --teacher A.gguf --candidate B.gguf [--text wiki.txt] [--ctx 512]
- *                   [--chunks 16] [--weights f32|bf16] [--max-kl X] [-t N]
+ *                   [--chunks 16] [--weights f32|bf16] [--store dequant|native]
+ *                   [--max-kl X] [-t N]
+ * Both models are dequantized to --weights at load by default (TQ_STORE_DEQUANT: a quantized
+ * source is then the exact f32 teacher); --store native keeps GGUF blocks (native kernels).
  * Without --max-kl it only reports; with it, fails when mean KL > X. Skips (77) when a model
  * or the text is missing. */
 #include <unistd.h>
@@ -20,11 +23,14 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int g_store = TQ_STORE_DEQUANT;
+
 static tq_model *load(const char *p, tq_dtype wt, int threads)
 {
     tq_model_opts mo;
     tq_model_opts_default(&mo);
     mo.weight_type = wt;
+    mo.weight_store = g_store; /* default: every matrix dequantized to wt (the f32 teacher) */
     mo.n_threads = threads;
     tq_model *m = NULL;
     if (tq_model_load(p, &mo, &m) != TQ_OK)
@@ -65,6 +71,8 @@ int main(int argc, char **argv)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-kl"))
             max_kl = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--store"))
+            g_store = !strcmp(argv[++i], "native") ? TQ_STORE_AUTO : TQ_STORE_DEQUANT;
         else if (!strcmp(argv[i], "--weights"))
             wt = !strcmp(argv[++i], "bf16") ? TQ_DTYPE_BF16 : TQ_DTYPE_F32;
     }
@@ -145,9 +153,10 @@ int main(int argc, char **argv)
         mean += kls[i];
     mean /= nk ? (double)nk : 1;
     qsort(kls, (size_t)nk, sizeof(double), cmp_d);
-    printf("teacher %s\ncandidate %s\n%d windows x %d tokens (%lld scored), weights %s, f32 KV\n",
-           ta, cb, nw, ctx, (long long)nk, tq_dtype_name(wt));
-    printf("KL mean %.6f median %.6f p95 %.6f p99 %.6f max %.6f; top-1 agreement %.4f; ppl "
+    printf("teacher %s\ncandidate %s\n%d windows x %d tokens (%lld scored), weights %s (%s), "
+           "f32 KV\n", ta, cb, nw, ctx, (long long)nk, tq_dtype_name(wt),
+           g_store == TQ_STORE_DEQUANT ? "dequantized at load" : "native blocks");
+    printf("KL mean %.3g median %.3g p95 %.3g p99 %.3g max %.3g; top-1 agreement %.4f; ppl "
            "teacher %.4f candidate %.4f\n",
            mean, nk ? kls[nk / 2] : 0, nk ? kls[(int64_t)(nk * 0.95)] : 0,
            nk ? kls[(int64_t)(nk * 0.99)] : 0, nk ? kls[nk - 1] : 0,

@@ -5,7 +5,8 @@
  * to the plain answer, [DONE] last), the prompt cache count, tokenize/detokenize, metrics, the
  * API key, and bad requests: malformed JSON, wrong types, unknown model, empty messages, a body
  * over the limit, max_tokens 1e9, a prompt over the context, n = 2, unknown paths and methods;
- * the server must still answer afterwards and exit 0 on SIGTERM. Startup refusals: --parallel x
+ * the server must still answer afterwards and exit 0 on SIGTERM. --prompt-cache-dir: restored
+ * after a restart, refused for another --kv, loadable after kill -9 mid-write. Startup refusals: --parallel x
  * --ctx over --kv-mem, an unknown --kv scheme. Skips (77) when curl is not installed. */
 #include <json-c/json.h>
 #include <signal.h>
@@ -186,7 +187,8 @@ static void greedy(const int32_t *prompt, int n, int n_new, int32_t *out)
     tq_model_free(m);
 }
 
-static int start_server(void)
+/* start tq serve with the test's flags plus extra[] (NULL-terminated, may be NULL) */
+static int start_server_x(const char *const *extra)
 {
     char log[160];
     snprintf(log, sizeof(log), "%s/log", dir);
@@ -196,9 +198,21 @@ static int start_server(void)
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 2);
         dup2(fd, 1);
-        execl(cli_tq, cli_tq, "serve", "-m", MODEL, "--tokenizer", tok_path, "--chat-format",
-              "chatml", "--port", "0", "-t", "1", "--parallel", "2", "--kv", "f32", "--api-key",
-              KEY, "--max-body", "64K", (char *)NULL);
+        const char *av[40] = {cli_tq, "serve", "-m", MODEL, "--tokenizer", tok_path,
+                              "--chat-format", "chatml", "--port", "0", "-t", "1", "--parallel",
+                              "2", "--api-key", KEY, "--max-body", "64K"};
+        int n = 18;
+        for (int i = 0; extra && extra[i] && n < 38; i++)
+            av[n++] = extra[i];
+        int has_kv = 0;
+        for (int i = 18; i < n; i++)
+            has_kv |= !strcmp(av[i], "--kv");
+        if (!has_kv) {
+            av[n++] = "--kv";
+            av[n++] = "f32";
+        }
+        av[n] = NULL;
+        execv(cli_tq, (char *const *)av);
         _exit(127);
     }
     /* the port is printed on the first line; then wait for /health 200 */
@@ -231,6 +245,110 @@ static int start_server(void)
     snprintf(cmd, sizeof(cmd), "cat %s >&2", log);
     CHECK(system(cmd) >= 0, "log");
     return -1;
+}
+
+static int start_server(void)
+{
+    return start_server_x(NULL);
+}
+
+static void stop_server(int sig)
+{
+    int st = 0;
+    kill(server, sig);
+    waitpid(server, &st, 0);
+    if (sig == SIGTERM)
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tq serve exit status %d after SIGTERM", st);
+    server = -1;
+}
+
+static int cached_of(const resp *r)
+{
+    json_object *o = json_tokener_parse(r->body);
+    json_object *c = o ? path_get(o, "usage", -1, "prompt_tokens_details", "cached_tokens") : NULL;
+    const int n = c ? json_object_get_int(c) : -1;
+    json_object_put(o);
+    return n;
+}
+
+/* --prompt-cache-dir: snapshots survive a restart, are refused by name for another --kv, and a
+ * kill -9 at any moment leaves every snapshot file loadable (the old one or the new one) */
+static void prompt_cache_dir(resp *r, const char *creq)
+{
+    char pc[128], log[160], slot[200];
+    snprintf(pc, sizeof(pc), "%s/pc", dir);
+    snprintf(log, sizeof(log), "%s/log", dir);
+    mkdir(pc, 0755);
+    const char *ex[] = {"--prompt-cache-dir", pc, "--prompt-cache-min", "4", NULL};
+    CHECK(start_server_x(ex) == 0, "server with --prompt-cache-dir");
+    post(r, "/v1/completions", creq);
+    CHECK(r->code == 200 && cached_of(r) == 0, "first request: %s", r->body);
+    stop_server(SIGTERM);
+    CHECK(start_server_x(ex) == 0, "restart");
+    post(r, "/v1/completions", creq);
+    CHECK(r->code == 200 && cached_of(r) == 5, "after a restart the prompt is cached: %s",
+          r->body);
+    stop_server(SIGTERM);
+    const char *ex2[] = {"--prompt-cache-dir", pc, "--kv", "bf16", NULL};
+    CHECK(start_server_x(ex2) == 0, "restart with another --kv");
+    FILE *f = fopen(log, "r");
+    size_t n = f ? fread(r->body, 1, sizeof(r->body) - 1, f) : 0;
+    r->body[n] = 0;
+    if (f)
+        fclose(f);
+    CHECK(strstr(r->body, "refused") && strstr(r->body, "slot-"), "another --kv: log %s",
+          r->body);
+    post(r, "/v1/completions", creq);
+    CHECK(r->code == 200 && cached_of(r) == 0, "another --kv: nothing reused: %s", r->body);
+    stop_server(SIGTERM);
+
+    /* kill -9 while snapshots are being written */
+    tq_model *m = NULL;
+    tq_session *s = NULL;
+    tq_session_opts so;
+    tq_session_opts_default(&so);
+    tq_kv_scheme_parse("f32", &so.kv);
+    so.n_ctx = 256;
+    CHECK(tq_model_load(MODEL, NULL, &m) == TQ_OK && tq_session_create(m, &so, &s) == TQ_OK,
+          "oracle session");
+    int32_t *ids = malloc(256 * sizeof(int32_t));
+    for (int round = 0; round < 4 && s; round++) {
+        CHECK(start_server_x(ex) == 0, "kill round %d", round);
+        pid_t pids[8];
+        for (int i = 0; i < 8; i++) {
+            char body[200], bf[160], data[170], url[256];
+            snprintf(body, sizeof(body), "{\"prompt\":[%d,%d,%d,%d,%d,%d],\"max_tokens\":40,"
+                     "\"temperature\":0,\"ignore_eos\":true}", round, i, 7, 8, i, 9);
+            snprintf(bf, sizeof(bf), "%s/kbody%d", dir, i);
+            f = fopen(bf, "w");
+            fputs(body, f);
+            fclose(f);
+            snprintf(data, sizeof(data), "@%s", bf);
+            snprintf(url, sizeof(url), "%s/v1/completions", base);
+            fflush(stdout);
+            if ((pids[i] = fork()) == 0) {
+                execlp("curl", "curl", "-s", "-o", "/dev/null", "--max-time", "30", "-H",
+                       "Authorization: Bearer " KEY, "--data-binary", data, url, (char *)NULL);
+                _exit(127);
+            }
+        }
+        usleep(20000u + 40000u * (unsigned)round);
+        stop_server(SIGKILL);
+        for (int i = 0; i < 8; i++)
+            waitpid(pids[i], NULL, 0);
+        for (int k = 0; k < 2; k++) {
+            snprintf(slot, sizeof(slot), "%s/slot-%d.tqkv", pc, k);
+            if (access(slot, F_OK))
+                continue;
+            int64_t nt = 0;
+            tq_status st = tq_session_load(s, slot, ids, 256, &nt);
+            CHECK(st == TQ_OK && nt > 0, "round %d: %s after kill -9: %s", round, slot,
+                  tq_last_error());
+        }
+    }
+    free(ids);
+    tq_session_free(s);
+    tq_model_free(m);
 }
 
 int main(int argc, char **argv)
@@ -479,10 +597,8 @@ int main(int argc, char **argv)
         CHECK(passes > 0 && seqs >= passes, "metrics: %ld passes for %ld sequences", passes, seqs);
         printf("  %ld forward passes served %ld sequence steps\n", passes, seqs);
     }
-    kill(server, SIGTERM);
-    int st = 0;
-    waitpid(server, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tq serve exit status %d after SIGTERM", st);
+    stop_server(SIGTERM);
+    prompt_cache_dir(r, creq);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");

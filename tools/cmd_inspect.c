@@ -335,9 +335,18 @@ int cmd_inspect(int argc, char **argv)
                 "totals: %lld tensors, %.0f parameters, %.0f bytes (%.2f MiB, %.3f bits/param)\n",
                 (long long)tq_weights_count(w), all_params, all_bytes, all_bytes / 1048576.0,
                 all_params > 0 ? all_bytes * 8 / all_params : 0.0);
-        for (int k = 0; k < n_tot; k++)
-            fprintf(f, "  %-6s %5lld tensors %14.0f params %14.0f bytes\n", tot[k].type,
+        for (int k = 0; k < n_tot; k++) {
+            fprintf(f, "  %-6s %5lld tensors %14.0f params %14.0f bytes", tot[k].type,
                     (long long)tot[k].n, tot[k].params, tot[k].bytes);
+            int id = -1;
+            for (int t = 0; g && t < TQ_GGML_TYPE_LIMIT && id < 0; t++)
+                if (!strcmp(tq_ggml_type_name(t), tot[k].type))
+                    id = t;
+            char kn[64];
+            if (id >= 0) /* matrices of this type under --weights native (vectors stay f32) */
+                fprintf(f, "   native kernel: %s", tq_native_kernel_name(id, 0, kn, sizeof(kn)));
+            fputc('\n', f);
+        }
     }
     tq_weights_free(w);
     return 0;

@@ -31,7 +31,7 @@ static void usage(void)
            "  --rotate            fold the rotation: untie embeddings, RMSNorm gains into the\n"
            "                      linears, R1 (Hadamard, hidden) on the residual stream, R2 per\n"
            "                      head on v/o (docs/FORMAT.md \"Rotation fold\"); gemma3: R1 is\n"
-           "                      not exact and is skipped (gamma + R2 only)\n"
+           "                      not exact and is skipped (R2 only)\n"
            "  --seed N            rotation seed (default 42)\n"
            "  --keep-embed        embedding and lm_head as F16 (gguf)\n"
            "  --force             replace an existing OUT\n"

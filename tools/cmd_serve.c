@@ -32,7 +32,11 @@ static void usage(FILE *f)
             "  --max-queue N          requests waiting for a slot before 503 (default 64)\n"
             "  --max-body BYTES       request body limit, K/M suffixes (default 1M); above: 413\n"
             "  --timeout S            close a connection idle for S seconds (default 60)\n"
-            "  --chunk N              prompt tokens per scheduler step (default 256)\n\n"
+            "  --chunk N              prompt tokens per scheduler step (default 256)\n"
+            "  --prompt-cache-dir DIR keep each slot's cache in DIR/slot-N.tqkv (KV snapshot\n"
+            "                         format) after a request with a new prompt of at least\n"
+            "                         --prompt-cache-min N tokens (default 64); restored at the\n"
+            "                         next start (refused by name: other model or --kv)\n\n"
             "Not implemented (refused with 400 naming the field): n != 1, best_of != 1,\n"
             "presence/frequency_penalty != 0 (use repeat_penalty), logprobs, top_logprobs,\n"
             "tools/functions, logit_bias, suffix, echo, response_format other than text.\n"
@@ -136,6 +140,9 @@ static int parse_args(srv_opts *o, int argc, char **argv)
         } else if (!strcmp(f, "--timeout")) {
             INT_ARG(1, 86400);
             o->timeout = (int)n;
+        } else if (!strcmp(f, "--prompt-cache-min")) {
+            INT_ARG(1, 1 << 24);
+            o->cache_min = (int)n;
         } else if (!strcmp(f, "--chunk")) {
             INT_ARG(1, 4096);
             o->chunk = (int)n;
@@ -257,6 +264,7 @@ int cmd_serve(int argc, char **argv)
     s.o.timeout = 60;
     s.o.max_body = SRV_DEFAULT_BODY;
     s.o.chunk = 256;
+    s.o.cache_min = 64;
     if (parse_args(&s.o, argc, argv))
         return 2;
     const char *base = strrchr(s.o.model, '/');

@@ -75,7 +75,9 @@ typedef struct srv_opts {
     size_t kv_mem;          /* --kv-mem bytes (0 = 90% of MemAvailable)                    */
     int chunk;              /* --chunk: prompt tokens per scheduler step                   */
     const char *chat_format;/* --chat-format (default: from the model's template)          */
-    const char *cache_dir;  /* --prompt-cache-dir                                          */
+    const char *cache_dir;  /* --prompt-cache-dir: slot-N.tqkv snapshots, restored at start */
+    int cache_min;          /* --prompt-cache-min: prompts of at least this many tokens are
+                             * snapshotted when their request ends                         */
 } srv_opts;
 
 typedef struct srv {

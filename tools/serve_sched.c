@@ -8,6 +8,7 @@
  * assembly and stop strings happen per slot; new text is published to the request under srv.mu.
  * A finished request frees its slot at once; its tokens stay in the slot's cache for reuse. */
 #include <time.h>
+#include <unistd.h>
 
 #include "serve.h"
 
@@ -256,6 +257,52 @@ static void slot_sample(srv *s, srv_slot *sl, const float *logits)
     sl->next = t;
 }
 
+static void snap_path(const srv *s, const srv_slot *sl, char *p, size_t cap)
+{
+    snprintf(p, cap, "%s/slot-%d.tqkv", s->o.cache_dir, (int)(sl - s->slots));
+}
+
+/* --prompt-cache-dir: a finished request with a long new prompt leaves the slot's cache on disk
+ * (tq_session_save: temp file, fsync, rename -- a kill during the write keeps the old file) */
+static void snapshot(srv *s, srv_slot *sl)
+{
+    const srv_req *r = sl->req;
+    char path[4096];
+    if (!s->o.cache_dir || r->n_prompt < s->o.cache_min || sl->n_reused >= r->n_prompt - 1)
+        return;
+    snap_path(s, sl, path, sizeof(path));
+    tq_status st = tq_session_save(sl->sess, sl->toks, sl->n_toks, path);
+    if (st)
+        fprintf(stderr, "tq serve: prompt cache '%s' not written: %s\n", path, tq_last_error());
+}
+
+/* restore the slots' snapshots; one that does not fit (other model, scheme, corrupt) is
+ * refused by name and the slot starts empty */
+static void restore(srv *s)
+{
+    int n_ok = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        char path[4096];
+        int64_t n = 0;
+        snap_path(s, sl, path, sizeof(path));
+        if (access(path, F_OK) != 0)
+            continue;
+        tq_status st = tq_session_load(sl->sess, path, sl->toks, s->n_ctx, &n);
+        if (st || n != tq_session_n_past(sl->sess)) {
+            fprintf(stderr, "tq serve: prompt cache '%s' refused: %s\n", path,
+                    st ? tq_last_error() : "it has no token ids");
+            tq_session_reset(sl->sess);
+            continue;
+        }
+        sl->n_toks = n;
+        n_ok++;
+        fprintf(stderr, "tq serve: prompt cache '%s': %lld tokens restored into slot %d\n", path,
+                (long long)n, i);
+    }
+    (void)n_ok;
+}
+
 /* one scheduler step: the next token of every decoding slot and at most one prompt chunk of
  * one prefilling slot, all in one tq_batch_eval() pass (each row bit-identical to the slot's
  * lone run, so batching does not change answers) */
@@ -309,6 +356,8 @@ static void step(srv *s)
         }
         sl->next = -1;
         slot_sample(s, sl, s->b_logits + (size_t)j * s->info.vocab_size);
+        if (sl->fin && sl->fin != SRV_FIN_ERROR)
+            snapshot(s, sl);
     }
 }
 
@@ -543,6 +592,8 @@ int srv_sched_start(srv *s)
             return cli_error(cmd, TQ_E_NOMEM, "out of memory for slot %d", i + 1);
         sl->next = -1;
     }
+    if (s->o.cache_dir)
+        restore(s);
     if (pthread_create(&s->sched, NULL, sched_main, s))
         return cli_error(cmd, TQ_E_NOMEM, "cannot start the scheduler thread");
     s->sched_started = 1;

@@ -95,6 +95,11 @@ typedef struct tq_model_info {
     size_t weight_bytes_token; /* weight bytes a decode step reads (every matrix once)    */
 } tq_model_info;
 
+/* tq_native_kernel_name() -- the kernel --weights native runs for ggml type `type` on this CPU
+ * (f32_act: --weights native-f32): "q8-act avx512vnni", "f32-act avx2", "dequant+f32 scalar", or
+ * "none (not supported)"; for float types "dense (dequantized to the weight dtype)". Into buf. */
+TQ_API const char *tq_native_kernel_name(int type, int f32_act, char *buf, size_t cap);
+
 /* tq_model_get_info() -- describe the model into *out. */
 TQ_API tq_status tq_model_get_info(const tq_model *model, tq_model_info *out);
 

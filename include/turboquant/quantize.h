@@ -74,6 +74,9 @@ typedef struct tq_quantize_opts {
     int dequantize_source;    /* allow --rotate on a source quantized below 8 bits         */
     int stats;                /* fill maxabs/kurtosis/rel_rmse in the tensor callback      */
     const char *command_line; /* recorded in the provenance (NULL: not recorded)           */
+    int64_t chunk_elems;      /* GGUF -> GGUF: stream big row-local tensors in chunks of about
+                               * this many values (0 = 2^21); the output bytes do not depend
+                               * on it                                                      */
     void (*on_progress)(void *ctx, const tq_quantize_progress *p);
     void (*on_tensor)(void *ctx, const tq_quantize_tensor_stats *s);
     void *ctx;

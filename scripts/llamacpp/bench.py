@@ -10,7 +10,11 @@ What is measured (same thread count for both engines, default: every core):
   decode  : tokens/s of single-token steps (greedy feed-back of fixed ids) after a prompt of
             `depth` tokens, for each depth in --depths (default 0,128,512,1024), 32 steps each.
 Each number is the median of --runs repetitions; tq and llama.cpp repetitions alternate, so
-machine noise hits both. Models: the F16 GGUF (both engines, the same weights) and SmolLM2's
+machine noise hits both. --threads takes a list (1,2): every model is measured at each count.
+tq's --weights (--tq-weights auto): f16 for an F16 file, native for a block-quantized GGUF (its
+blocks run as they are, as llama.cpp does). --rss also prints the peak RSS of a 64-token
+`tq generate` on each model with --weights native and bf16 (the dequantize-at-load path), next to
+the file size. Models: the F16 GGUF (both engines, the same weights) and SmolLM2's
 original Q4_1 GGUF (llama.cpp computes on Q4_1 blocks; tq dequantizes them at load to its
 --weights type, default bf16, which the output says).
 llama.cpp settings: n_ctx 2048, n_batch = n_ubatch = 512, KV cache F16 (its default), no flash
@@ -82,12 +86,15 @@ def tq_once(tq, model, threads, depths, weights):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="models/SmolLM2-135M-Instruct.F16.gguf,models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", default=str(os.cpu_count()),
+                    help="thread counts, comma-separated (default: every core)")
+    ap.add_argument("--rss", action="store_true",
+                    help="also the peak RSS of `tq generate -n 64` with native and bf16 weights")
     ap.add_argument("--depths", default="0,128,512,1024")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tq", help="path of the tq binary: also run `tq bench` and print ratios")
     ap.add_argument("--tq-weights", default="auto",
-                    help="tq --weights: auto = f16 for an F16 file, bf16 otherwise")
+                    help="tq --weights: auto = f16 for an F16 file, native otherwise")
     ap.add_argument("--text", default=DEF_TEXT,
                     help="text whose tokens feed the runs (default: wikitext-2 test from "
                          "../shared next to the repository)")
@@ -99,33 +106,48 @@ def main():
     print(f"llama-cpp-python {llama_cpp.__version__}, threads {a.threads}, runs {a.runs} (median), "
           f"prefill {N_PREFILL} tokens, decode {N_DECODE} steps at depths {depths}")
     rows = []
-    for model in a.models.split(","):
-        llm = Llama(model_path=model, n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=a.threads,
-                    n_threads_batch=a.threads, verbose=False)
+    for model, threads in [(m, int(t)) for m in a.models.split(",") for t in a.threads.split(",")]:
+        llm = Llama(model_path=model, n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=threads,
+                    n_threads_batch=threads, verbose=False)
         toks = text_tokens(llm, 2048, a.text)
         w = a.tq_weights
         if w == "auto":
-            w = "f16" if ".F16." in model else "bf16"
+            w = "f16" if ".F16." in model else "native"
         runs_l, runs_t = [], []
         llama_once(llm, toks, [0])  # warm-up: page in the weights
         for _ in range(a.runs):
             runs_l.append(llama_once(llm, toks, depths))
             if a.tq:
-                runs_t.append(tq_once(a.tq, model, a.threads, depths, w))
+                runs_t.append(tq_once(a.tq, model, threads, depths, w))
         del llm
         keys = ["prefill"] + [f"decode@{d}" for d in depths]
         for k in keys:
             lm = statistics.median(r[k] for r in runs_l)
-            row = {"model": os.path.basename(model), "metric": k, "llama_tok_s": lm}
+            row = {"model": os.path.basename(model), "threads": threads, "metric": k,
+                   "llama_tok_s": lm}
             if runs_t:
                 tm = statistics.median(r[k] for r in runs_t)
                 row.update(tq_tok_s=tm, ratio=tm / lm, tq_weights=w, tq_kernel=runs_t[0]["_kernel"])
             rows.append(row)
     for r in rows:
-        s = f"{r['model']:36s} {r['metric']:12s} llama.cpp {r['llama_tok_s']:9.1f} tok/s"
+        s = (f"{r['model']:36s} t{r['threads']} {r['metric']:12s} llama.cpp "
+             f"{r['llama_tok_s']:9.1f} tok/s")
         if "tq_tok_s" in r:
             s += f"   tq ({r['tq_weights']}) {r['tq_tok_s']:9.1f} tok/s   tq/llama.cpp {r['ratio']:.2f}"
         print(s)
+    if a.rss and a.tq:
+        for model in a.models.split(","):
+            size = os.path.getsize(model) / 2**20
+            for w in ("native", "bf16"):
+                cmd = [a.tq, "generate", "-m", model, "-p", "Once upon a time", "-n", "64",
+                       "--temp", "0", "-t", "2", "--weights", w]
+                p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                _, status, ru = os.wait4(p.pid, 0)
+                mb = ru.ru_maxrss / 1024
+                rows.append({"model": os.path.basename(model), "metric": f"rss_{w}",
+                             "peak_rss_mb": mb, "file_mb": size})
+                print(f"{os.path.basename(model):36s} tq generate -n 64 --weights {w:6s} peak RSS "
+                      f"{mb:7.1f} MB = {mb / size:.2f}x the file ({size:.1f} MB)")
     print("JSON " + json.dumps(rows))
 
 

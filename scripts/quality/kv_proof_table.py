@@ -37,6 +37,8 @@ def main():
     tq, ll, win = {}, {}, {}
     for fn in a.files:
         r = json.load(open(fn))
+        if "schemes" not in r and "types" not in r:
+            continue  # not a KL result (e.g. llamacpp_eval_speed.py's JSON)
         col = (short_model(r["model"]), short_text(r["text"]))
         if "schemes" in r:
             f32 = r["teacher"]["bytes_per_token"]

@@ -540,6 +540,18 @@ void tq_model_weights_hash(const tq_model *cm, uint8_t out[16])
     pthread_mutex_unlock(&m->wh_lock);
 }
 
+const char *tq_native_kernel_name(int type, int f32_act, char *buf, size_t cap)
+{
+    const tq_format *f = tq_cpu_format(type);
+    if (type == TQ_GGML_F32 || type == TQ_GGML_F16 || type == TQ_GGML_BF16)
+        snprintf(buf, cap, "dense (dequantized to the weight dtype)");
+    else if (!f || tq_qmm_path(f, f32_act) == TQ_QPATH_NONE)
+        snprintf(buf, cap, "none (not supported)");
+    else
+        tq_qmm_kernel_name(f, f32_act, buf, cap);
+    return buf;
+}
+
 tq_status tq_model_get_info(const tq_model *m, tq_model_info *out)
 {
     if (!m || !out)

@@ -152,15 +152,15 @@ static int is_dir(const char *p)
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* the first n bytes of GGUF tensor t, with pread (a file truncated meanwhile gives TQ_E_IO) */
-static tq_status read_raw(const ctx *c, const qt *t, void *dst, size_t n)
+/* bytes [off, off + n) of GGUF tensor t, with pread (a file truncated meanwhile gives TQ_E_IO) */
+static tq_status read_raw_at(const ctx *c, const qt *t, size_t at, void *dst, size_t n)
 {
     tq_gguf_tensor_info gi;
     tq_status st = tq_gguf_tensor(c->g, t->src_idx, &gi);
     if (st)
         return st;
     uint8_t *b = dst;
-    off_t off = (off_t)(tq_gguf_data_offset(c->g) + gi.offset);
+    off_t off = (off_t)(tq_gguf_data_offset(c->g) + gi.offset + at);
     while (n > 0) {
         const ssize_t r = pread(c->fd, b, n, off);
         if (r <= 0)
@@ -171,6 +171,11 @@ static tq_status read_raw(const ctx *c, const qt *t, void *dst, size_t n)
         off += r;
     }
     return TQ_OK;
+}
+
+static tq_status read_raw(const ctx *c, const qt *t, void *dst, size_t n)
+{
+    return read_raw_at(c, t, 0, dst, n);
 }
 
 static tq_status read_f32(const ctx *c, const qt *t, float *dst)
@@ -187,6 +192,20 @@ static tq_status read_f32(const ctx *c, const qt *t, float *dst)
         return st;
     }
     return tq_weights_read(c->w, t->src, TQ_DTYPE_F32, dst, (size_t)t->n * sizeof(float));
+}
+
+/* rows [r0, r0 + nr) of a GGUF tensor as f32 (rows are whole blocks: ne[0] % block == 0) */
+static tq_status read_rows_f32(const ctx *c, const qt *t, int64_t r0, int64_t nr, float *dst)
+{
+    const size_t rb = t->src_nbytes / (size_t)t->rows;
+    void *raw = tq_malloc(rb * (size_t)nr);
+    if (!raw)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory reading '%s'", t->src);
+    tq_status st = read_raw_at(c, t, rb * (size_t)r0, raw, rb * (size_t)nr);
+    if (!st)
+        st = tq_ggml_dequant(t->src_type, raw, rb * (size_t)nr, dst, nr * t->cols);
+    tq_free(raw);
+    return st;
 }
 
 static int below_8_bits(const ctx *c, int type)
@@ -476,24 +495,36 @@ static tq_status fold_tensor(const ctx *c, const qt *t, float *x, int *changed)
 }
 
 /* ---- statistics ----------------------------------------------------------------------------- */
-static void moments(const float *x, int64_t n, double *maxabs, double *kurt)
+typedef struct mom {
+    double n, s1, s2, s3, s4, mx;
+} mom;
+
+static void mom_add(mom *m, const float *x, int64_t n)
 {
-    double s1 = 0, s2 = 0, m = 0;
     for (int64_t i = 0; i < n; i++) {
-        s1 += x[i];
-        m = fabs(x[i]) > m ? fabs(x[i]) : m;
+        const double v = x[i], v2 = v * v;
+        m->s1 += v;
+        m->s2 += v2;
+        m->s3 += v2 * v;
+        m->s4 += v2 * v2;
+        m->mx = fabs(v) > m->mx ? fabs(v) : m->mx;
     }
-    const double mean = n ? s1 / (double)n : 0;
-    double s4 = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = x[i] - mean;
-        s2 += d * d;
-        s4 += d * d * d * d;
-    }
-    *maxabs = m;
-    const double var = n ? s2 / (double)n : 0;
-    *kurt = var > 0 ? s4 / (double)n / (var * var) - 3.0 : 0;
+    m->n += (double)n;
 }
+
+/* max |x| and excess kurtosis from raw power sums (central moments expanded) */
+static void mom_get(const mom *m, double *maxabs, double *kurt)
+{
+    *maxabs = m->mx;
+    *kurt = 0;
+    if (m->n <= 0)
+        return;
+    const double mu = m->s1 / m->n, e2 = m->s2 / m->n, e3 = m->s3 / m->n, e4 = m->s4 / m->n;
+    const double var = e2 - mu * mu;
+    const double c4 = e4 - 4 * mu * e3 + 6 * mu * mu * e2 - 3 * mu * mu * mu * mu;
+    *kurt = var > 0 ? c4 / (var * var) - 3.0 : 0;
+}
+
 
 /* ---- provenance ----------------------------------------------------------------------------- */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -702,11 +733,17 @@ static tq_status setup_fold(ctx *c)
                            "writers' output element-wise after normalizing it, which does not "
                            "commute with a rotation (docs/FORMAT.md)", o->src);
         c->fold &= ~TQ_FOLD_R1;
+        /* without R1 the gamma fold only moves Gemma's large norm gains into the weights
+         * (max|w| 20-50x larger on Gemma 3 270M, docs/results.md): exact but harmful to
+         * quantization, so only on request (fold = TQ_FOLD_GAMMA) */
+        if (!(o->fold & TQ_FOLD_GAMMA))
+            c->fold &= ~TQ_FOLD_GAMMA;
         snprintf(c->deviations + strlen(c->deviations),
                  sizeof(c->deviations) - strlen(c->deviations),
                  "; gemma3: R1 refused (post-norms scale element-wise after normalizing the "
-                 "residual writers' output: not rotation-invariant); gamma fold of "
-                 "input/pre-feedforward/final norms and R2 applied");
+                 "residual writers' output: not rotation-invariant); %s",
+                 (c->fold & TQ_FOLD_GAMMA) ? "gamma fold and R2 applied"
+                                           : "R2 only (gamma fold without R1 raises max|w|)");
     }
     if ((c->fold & TQ_FOLD_R1) && !tq_hadamard_supported(cfg->hidden))
         return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: --rotate: hidden size n = %d has no Hadamard "
@@ -798,9 +835,9 @@ static tq_status meta_st(ctx *c, tq_st_writer *sw, const char *fp)
     return st;
 }
 
-static tq_status check_finite(const ctx *c, const qt *t, const float *x)
+static tq_status check_finite(const ctx *c, const qt *t, const float *x, int64_t n)
 {
-    for (int64_t i = 0; i < t->n; i++)
+    for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i]))
             return TQ_FAIL(TQ_E_FORMAT, "%s: tensor '%s' holds a non-finite value at element "
                            "%lld", c->o->src, t->src, (long long)i);
@@ -863,6 +900,33 @@ static tq_status write_affine(const ctx *c, const qt *t, const float *x, tq_st_w
     return st;
 }
 
+/* Big tensors whose fold is row-local (everything but the residual writers under R1 and o_proj
+ * under R2) are streamed in chunks of rows from a GGUF source into a GGUF output, so peak memory
+ * follows the chunk, not the embedding. */
+#define CHUNK_ELEMS ((int64_t)1 << 21) /* 8 MiB of f32 */
+
+static int64_t chunk_rows(const ctx *c, const qt *t, int gguf_out)
+{
+    const int64_t ce = c->o->chunk_elems > 0 ? c->o->chunk_elems : CHUNK_ELEMS;
+    if (!gguf_out || !c->g || t->n <= ce || t->n_dims < 2)
+        return t->rows;
+    if (c->o->rotate) {
+        const int r1 = (c->fold & TQ_FOLD_R1) != 0, r2 = (c->fold & TQ_FOLD_R2) != 0;
+        if (t->role == R_DOWN ? r1 : t->role == R_O ? (r1 || r2) : 0)
+            return t->rows; /* column transforms need the whole matrix */
+        if (!(t->role == R_EMBED || t->role == R_LMHEAD || t->role == R_Q || t->role == R_K ||
+              t->role == R_V || t->role == R_GATE || t->role == R_UP))
+            return t->rows;
+    }
+    int64_t step = ce / t->cols;
+    step = step < 1 ? 1 : step;
+    if (t->role == R_V && c->o->rotate && (c->fold & TQ_FOLD_R2)) {
+        const int hd = c->cfg->head_dim;
+        step = step < hd ? hd : step / hd * hd; /* whole heads */
+    }
+    return step < t->rows ? step : t->rows;
+}
+
 static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_quantize_result *r)
 {
     const tq_quantize_opts *o = c->o;
@@ -872,16 +936,20 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
     tq_status st = TQ_OK;
     for (int64_t i = 0; i < c->nt && !st; i++) {
         const qt *t = &c->t[i];
-        size_t ob;
-        if ((st = tq_ggml_nbytes(t->out_type, t->n, &ob)))
+        const int64_t step = chunk_rows(c, t, gw != NULL);
+        const int64_t cn = step * t->cols; /* elements per chunk */
+        size_t ob = 0, cb;
+        if ((st = tq_ggml_nbytes(t->out_type, cn, &cb)))
             break;
-        float *x = tq_malloc((size_t)t->n * sizeof(float));
-        void *q = tq_malloc(ob ? ob : 1);
-        if (!x || !q) {
+        float *x = tq_malloc((size_t)cn * sizeof(float));
+        void *q = tq_malloc(cb ? cb : 1);
+        float *y = o->stats ? tq_malloc((size_t)cn * sizeof(float)) : NULL;
+        if (!x || !q || (o->stats && !y)) {
             tq_free(x);
             tq_free(q);
+            tq_free(y);
             st = TQ_FAIL(TQ_E_NOMEM, "out of memory for tensor '%s' (%lld elements)", t->name,
-                         (long long)t->n);
+                         (long long)cn);
             break;
         }
         tq_quantize_tensor_stats s;
@@ -890,44 +958,63 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
         s.src_type = t->src_type_name;
         s.out_type = tq_ggml_type_name(t->out_type);
         s.n = t->n;
-        if (!(st = read_f32(c, t, x)))
-            st = check_finite(c, t, x);
-        if (!st && o->stats)
-            moments(x, t->n, &s.maxabs_in, &s.kurt_in);
-        if (!st)
-            st = fold_tensor(c, t, x, &s.folded);
-        if (!st && o->stats)
-            moments(x, t->n, &s.maxabs_out, &s.kurt_out);
-        if (!st && t->affine) {
-            st = write_affine(c, t, x, sw, o->stats ? &s.rel_rmse : NULL, &ob);
-            s.out_type = "affine";
-            goto written;
-        }
-        if (!st)
-            st = tq_ggml_quantize(t->out_type, x, t->n, q, ob);
-        if (!st && o->stats) {
-            float *y = tq_malloc((size_t)t->n * sizeof(float));
-            if (y && tq_ggml_dequant(t->out_type, q, ob, y, t->n) == TQ_OK) {
-                double e = 0, d = 0;
-                for (int64_t j = 0; j < t->n; j++) {
+        mom mi = {0}, mo = {0};
+        double e = 0, d = 0;
+        for (int64_t r0 = 0; r0 < t->rows && !st; r0 += step) {
+            qt v = *t; /* this chunk's view: nr rows */
+            v.rows = t->rows - r0 < step ? t->rows - r0 : step;
+            v.n = v.rows * t->cols;
+            if (step == t->rows) {
+                v = *t;
+                st = read_f32(c, t, x);
+            } else {
+                st = read_rows_f32(c, t, r0, v.rows, x);
+            }
+            if (!st)
+                st = check_finite(c, t, x, v.n);
+            if (!st && o->stats)
+                mom_add(&mi, x, v.n);
+            int folded = 0;
+            if (!st)
+                st = fold_tensor(c, &v, x, &folded);
+            s.folded |= folded;
+            if (!st && o->stats)
+                mom_add(&mo, x, v.n);
+            if (!st && t->affine) { /* whole tensor (safetensors output is never chunked) */
+                st = write_affine(c, t, x, sw, o->stats ? &s.rel_rmse : NULL, &ob);
+                s.out_type = "affine";
+                break;
+            }
+            size_t vb = 0;
+            if (!st)
+                st = tq_ggml_nbytes(t->out_type, v.n, &vb);
+            if (!st)
+                st = tq_ggml_quantize(t->out_type, x, v.n, q, vb);
+            if (!st && o->stats && tq_ggml_dequant(t->out_type, q, vb, y, v.n) == TQ_OK)
+                for (int64_t j = 0; j < v.n; j++) {
                     e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
                     d += (double)x[j] * x[j];
                 }
-                s.rel_rmse = d > 0 ? sqrt(e / d) : sqrt(e);
+            if (!st && gw)
+                st = tq_gguf_writer_write(gw, q, vb);
+            if (!st && sw) {
+                int64_t shape[4];
+                for (int k = 0; k < t->n_dims; k++)
+                    shape[k] = t->ne[t->n_dims - 1 - k];
+                st = tq_st_writer_add(sw, t->name, ggml_to_st(t->out_type), t->n_dims, shape, q,
+                                      vb);
             }
-            tq_free(y);
+            ob += vb;
         }
-        if (!st && gw)
-            st = tq_gguf_writer_write(gw, q, ob);
-        if (!st && sw) {
-            int64_t shape[4];
-            for (int d = 0; d < t->n_dims; d++)
-                shape[d] = t->ne[t->n_dims - 1 - d];
-            st = tq_st_writer_add(sw, t->name, ggml_to_st(t->out_type), t->n_dims, shape, q, ob);
+        if (o->stats) {
+            mom_get(&mi, &s.maxabs_in, &s.kurt_in);
+            mom_get(&mo, &s.maxabs_out, &s.kurt_out);
+            if (!t->affine)
+                s.rel_rmse = d > 0 ? sqrt(e / d) : sqrt(e);
         }
-    written:
         tq_free(x);
         tq_free(q);
+        tq_free(y);
         if (st)
             break;
         r->bytes_out += ob;

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""load_test.py -- a bounded load test of OpenAI-compatible servers: `tq serve` and llama.cpp's
+llama-server on the same model, threads and slots, in one run.
+
+For each server and each concurrency N in --streams (default 1,2,4,8): N client threads each send
+--requests M chat requests (greedy, --max-tokens tokens, ignore_eos where the server takes it),
+alternating streaming and plain. Reports: errors, responses that differ from the same prompt's
+single-stream answer (lost or mixed-up responses; for tq also any batching effect), p50/p99
+latency, p50/p99 time to first token (streaming), aggregate completion tok/s (completion tokens of
+all requests / wall time of the level) and its ratio to the single-stream rate. Standard library
+only; loopback only; every loop bounded in count and time (--timeout per request).
+
+  python3 scripts/serve/load_test.py --tq build/release/tq \\
+      --llama-server PATH/llama-server -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2
+"""
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+PROMPTS = [
+    "What is the capital of France?", "Name three primary colors.",
+    "Write a haiku about the sea.", "What is 12 times 12?",
+    "Give one tip for learning to code.", "Why is the sky blue?",
+    "List two planets in the solar system.", "What does a compiler do?",
+    "Describe a cat in one sentence.", "What is the boiling point of water?",
+    "Suggest a name for a small dog.", "What is photosynthesis?",
+    "Translate 'good morning' to Spanish.", "What is a prime number?",
+    "Tell me a fun fact about owls.", "How many days are in a leap year?",
+]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_health(port, proc, limit=180):
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited with %d" % proc.returncode)
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("server not healthy after %d s" % limit)
+
+
+def one_request(port, model, prompt, max_tokens, stream, timeout):
+    """-> (ok, text, n_tokens, latency_s, ttft_s or None, error)"""
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens, "temperature": 0, "stream": stream, "ignore_eos": True}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    t0 = time.time()
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        c.request("POST", "/v1/chat/completions", json.dumps(body),
+                  {"Content-Type": "application/json"})
+        r = c.getresponse()
+        if r.status != 200:
+            return False, "", 0, time.time() - t0, None, "HTTP %d %s" % (r.status, r.read()[:200])
+        if not stream:
+            o = json.loads(r.read())
+            return (True, o["choices"][0]["message"]["content"] or "",
+                    o["usage"]["completion_tokens"], time.time() - t0, None, "")
+        text, ttft, n_tok, n_chunks, done = [], None, None, 0, False
+        buf = b""
+        while True:
+            line = r.fp.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data: "):
+                continue
+            data = line[6:]
+            if data == b"[DONE]":
+                done = True
+                break
+            o = json.loads(data)
+            if o.get("usage"):
+                n_tok = o["usage"]["completion_tokens"]
+            for ch in o.get("choices", []):
+                d = ch.get("delta", {}).get("content")
+                if d:
+                    if ttft is None:
+                        ttft = time.time() - t0
+                    text.append(d)
+                    n_chunks += 1
+        if not done:
+            return False, "", 0, time.time() - t0, None, "stream without [DONE]"
+        return True, "".join(text), n_tok if n_tok is not None else n_chunks, \
+            time.time() - t0, ttft, ""
+    except Exception as e:  # noqa: BLE001 -- every failure is counted and reported
+        return False, "", 0, time.time() - t0, None, repr(e)
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+def run_level(port, model, n, m, max_tokens, timeout, ref):
+    res = []
+    lock = threading.Lock()
+
+    def client(ci):
+        for k in range(m):
+            pi = (ci * m + k) % len(PROMPTS)
+            out = one_request(port, model, PROMPTS[pi], max_tokens, (ci + k) % 2 == 0, timeout)
+            with lock:
+                res.append((pi,) + out)
+
+    t0 = time.time()
+    th = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    wall = time.time() - t0
+    errors = [r for r in res if not r[1]]
+    differ = 0
+    for r in res:
+        if r[1]:
+            if r[0] in ref and ref[r[0]] != r[2]:
+                differ += 1
+            ref.setdefault(r[0], r[2])
+    toks = sum(r[3] for r in res if r[1])
+    lat = [r[4] for r in res if r[1]]
+    ttft = [r[5] for r in res if r[1] and r[5] is not None]
+    return {"streams": n, "requests": len(res), "errors": len(errors),
+            "first_error": errors[0][6] if errors else "", "differ": differ,
+            "tokens": toks, "wall_s": wall, "tok_s": toks / wall if wall > 0 else 0,
+            "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
+            "ttft_p50_s": pct(ttft, 50), "ttft_p99_s": pct(ttft, 99)}
+
+
+def bench_server(name, cmd, port, model_id, args):
+    print("[%s] %s" % (name, " ".join(cmd)), file=sys.stderr)
+    log = open(os.path.join(args.log_dir, "%s.log" % name), "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    rows = []
+    try:
+        wait_health(port, proc)
+        ref = {}
+        # warm-up + reference answers: every prompt once, alone
+        for pi in range(len(PROMPTS)):
+            ok, text, *_ = one_request(port, model_id, PROMPTS[pi], args.max_tokens, False,
+                                       args.timeout)
+            if ok:
+                ref[pi] = text
+        for n in args.streams:
+            r = run_level(port, model_id, n, args.requests, args.max_tokens, args.timeout, ref)
+            r["server"] = name
+            rows.append(r)
+            print("[%s] %d streams: %d req, %d errors, %d differ, %.1f tok/s, p50 %.2fs p99 "
+                  "%.2fs, ttft p50 %.2fs p99 %.2fs %s" %
+                  (name, n, r["requests"], r["errors"], r["differ"], r["tok_s"], r["p50_s"],
+                   r["p99_s"], r["ttft_p50_s"], r["ttft_p99_s"], r["first_error"]),
+                  file=sys.stderr)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tq", help="path of the tq binary")
+    ap.add_argument("--llama-server", help="path of llama.cpp's llama-server")
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=8, help="slots of each server")
+    ap.add_argument("--ctx", type=int, default=1024, help="context per slot")
+    ap.add_argument("--kv", default="bf16", help="tq's --kv scheme (llama.cpp: f16)")
+    ap.add_argument("--streams", default="1,2,4,8")
+    ap.add_argument("--requests", type=int, default=2, help="requests per client per level")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--log-dir", default="/tmp")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    args.streams = [int(x) for x in args.streams.split(",")]
+    rows = []
+    if args.tq:
+        p = free_port()
+        rows += bench_server("tq", [args.tq, "serve", "-m", args.model, "--port", str(p),
+                                    "-t", str(args.threads), "--parallel", str(args.parallel),
+                                    "--ctx", str(args.ctx), "--kv", args.kv,
+                                    "--max-queue", "256", "--alias", "tq-model"], p, "tq-model",
+                     args)
+    if args.llama_server:
+        p = free_port()
+        rows += bench_server("llama.cpp", [args.llama_server, "-m", args.model, "--host",
+                                           "127.0.0.1", "--port", str(p), "-t", str(args.threads),
+                                           "-tb", str(args.threads), "-np", str(args.parallel),
+                                           "-c", str(args.ctx * args.parallel), "--alias",
+                                           "tq-model"], p, "tq-model", args)
+    print("| server | streams | requests | errors | differ from 1-stream | tok/s | x 1-stream "
+          "| p50 s | p99 s | TTFT p50 s | TTFT p99 s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    base = {}
+    for r in rows:
+        base.setdefault(r["server"], r["tok_s"])
+        print("| %s | %d | %d | %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |" %
+              (r["server"], r["streams"], r["requests"], r["errors"], r["differ"], r["tok_s"],
+               r["tok_s"] / base[r["server"]] if base[r["server"]] else 0, r["p50_s"],
+               r["p99_s"], r["ttft_p50_s"], r["ttft_p99_s"]))
+    by = {(r["server"], r["streams"]): r for r in rows}
+    for n in args.streams:
+        a, b = by.get(("tq", n)), by.get(("llama.cpp", n))
+        if a and b and b["tok_s"] > 0:
+            print("%d streams: tq/llama.cpp aggregate tok/s %.2f, p99 latency %.2f" %
+                  (n, a["tok_s"] / b["tok_s"], a["p99_s"] / b["p99_s"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 1 if any(r["errors"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
