@@ -198,6 +198,8 @@ def main():
     ap.add_argument("--requests", type=int, default=2, help="requests per client per level")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--llama-extra", default="",
+                    help="more llama-server flags, e.g. '--poll 0' on a loaded machine")
     ap.add_argument("--log-dir", default="/tmp")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
@@ -216,7 +218,8 @@ def main():
                                            "127.0.0.1", "--port", str(p), "-t", str(args.threads),
                                            "-tb", str(args.threads), "-np", str(args.parallel),
                                            "-c", str(args.ctx * args.parallel), "--alias",
-                                           "tq-model"], p, "tq-model", args)
+                                           "tq-model"] + args.llama_extra.split(), p,
+                                 "tq-model", args)
     print("| server | streams | requests | errors | differ from 1-stream | tok/s | x 1-stream "
           "| p50 s | p99 s | TTFT p50 s | TTFT p99 s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
