@@ -2,3 +2,4 @@
 # src/model/kvcache_rot.c).
 tq_test(test_attn_rot LABELS fast)
 tq_test(test_rot_model LABELS model)
+tq_test(test_rot_bench LABELS slow)

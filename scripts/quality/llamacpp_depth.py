@@ -7,9 +7,10 @@ For each KV type: one context of 8192 + 64 tokens; real text is prefilled up to 
 (1024, then on to 4096, then 8192), and STEPS single-token decode steps are timed there
 (median of ROUNDS rounds; the decoded tokens are removed again before the next prefill).
 Configurations: f16 without flash attention (llama.cpp's CPU default), f16 with it, q8_0 K+V
-with it (llama.cpp needs flash attention for a quantized V cache).
+with it (llama.cpp needs flash attention for a quantized V cache), q8_0 K + q4_0 V with it
+(--configs picks; llama.cpp Hadamard-rotates Q/K/V whenever the cache is quantized).
 usage: python3 scripts/quality/llamacpp_depth.py [--depths 1024,4096,8192] [--steps 8]
-       [--rounds 3] [--json OUT] [--text FILE]
+       [--rounds 3] [--json OUT] [--text FILE] [--configs f16,f16+fa,q8_0+fa,q8_0/q4_0+fa]
 """
 import argparse
 import json
@@ -29,6 +30,8 @@ ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--json")
 ap.add_argument("--depths", default="1024,4096,8192")
+ap.add_argument("--configs", default="f16,f16+fa,q8_0+fa",
+                help="comma list of f16, f16+fa, q8_0+fa, q8_0/q4_0+fa")
 ap.add_argument("--text", default=DEF_TEXT,
                 help="prefill text (default: wikitext-2 test from ../shared next to the repository)")
 a = ap.parse_args()
@@ -40,11 +43,17 @@ if not os.path.isfile(a.text):
 txt = open(a.text, encoding="utf-8").read(400000)
 import llama_cpp  # noqa: E402 (after the checks, so a missing text is reported first)
 
+CONFIGS = {  # name: (K type, V type, flash attention); a quantized cache is Hadamard-rotated
+    "f16": (llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16, False),
+    "f16+fa": (llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16, True),
+    "q8_0+fa": (llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_Q8_0, True),
+    "q8_0/q4_0+fa": (llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_Q4_0, True),
+}
 res = []
-for name, ty, fa in (("f16", llama_cpp.GGML_TYPE_F16, False), ("f16+fa", llama_cpp.GGML_TYPE_F16, True),
-                     ("q8_0+fa", llama_cpp.GGML_TYPE_Q8_0, True)):
+for name in a.configs.split(","):
+    tk, tv, fa = CONFIGS[name]
     llm = llama_cpp.Llama(model_path=a.model, n_ctx=max(DEPTHS) + 64, n_batch=512, n_ubatch=512,
-                          n_threads=a.threads, n_threads_batch=a.threads, type_k=ty, type_v=ty,
+                          n_threads=a.threads, n_threads_batch=a.threads, type_k=tk, type_v=tv,
                           flash_attn=fa, verbose=False)
     toks = llm.tokenize(txt.encode(), add_bos=False, special=False)[:max(DEPTHS)]
     n = 0
@@ -53,15 +62,17 @@ for name, ty, fa in (("f16", llama_cpp.GGML_TYPE_F16, False), ("f16+fa", llama_c
         llm.eval(toks[n:d])
         n = d
         pre = time.time() - t0
-        rates = []
+        rates, cpu = [], []
         for r in range(a.rounds):
-            t0 = time.time()
+            t0, c0 = time.time(), time.process_time()
             for s in range(a.steps):
                 llm.eval([1000 + (s * 7 + r) % 20000])
             rates.append(a.steps / (time.time() - t0))
+            cpu.append(1e3 * (time.process_time() - c0) / a.steps)
             llm._ctx.kv_cache_seq_rm(-1, d, -1) if hasattr(llm, "_ctx") else None
             llm.n_tokens = d
-        row = {"kv": name, "depth": d, "tok_s": statistics.median(rates), "prefill_s": pre}
+        row = {"engine": "llama.cpp", "kv": name, "depth": d, "tok_s": statistics.median(rates),
+               "cpu_ms": statistics.median(cpu), "prefill_s": pre}
         print(json.dumps(row), flush=True)
         res.append(row)
     del llm

@@ -755,7 +755,7 @@ tq_status tq_gguf_get_i64(const tq_gguf *g, const char *key, int64_t *out)
 
 tq_status tq_gguf_get_u32(const tq_gguf *g, const char *key, uint32_t *out)
 {
-    int64_t v;
+    int64_t v = 0;
     tq_status st = tq_gguf_get_i64(g, key, &v);
     if (st)
         return st;
@@ -878,7 +878,7 @@ tq_status tq_gguf_get_arr_f32(const tq_gguf *g, const char *key, float *dst, int
         return TQ_FAIL(TQ_E_OVERFLOW, "%s: key '%s' has %lld elements, buffer holds %lld", g->path,
                        key, (long long)n, (long long)cap);
     for (int64_t i = 0; i < n; i++) {
-        double v;
+        double v = 0;
         load_float(t, (const uint8_t *)data + (size_t)i * scalar_size(t), &v);
         dst[i] = (float)v;
     }
