@@ -163,6 +163,10 @@ static int run(const char *path, const char *mode, int n_batch, const int32_t *t
     if (st)
         return -1;
     tq_model_get_info(m, info);
+    /* info->native_kernels points into the model, which is freed below: keep a copy */
+    static char kernels[512];
+    snprintf(kernels, sizeof kernels, "%s", info->native_kernels ? info->native_kernels : "");
+    info->native_kernels = kernels;
     *vocab = info->vocab_size;
     tq_session_opts so;
     tq_session_opts_default(&so);

@@ -91,7 +91,8 @@ typedef struct tq_model_info {
                              * not batch-invariant, see src/cpu/matvec.h)                  */
     int native;             /* 1: some matrices run in their file's block format          */
     const char *native_kernels; /* per native tensor type, the kernel that runs it:
-                             * "Q4_1 q8-act avx2, Q8_0 q8-act avx2" ("" when none)       */
+                             * "Q4_1 q8-act avx2, Q8_0 q8-act avx2" ("" when none);
+                             * like kernel and gemm_kernel, valid while the model lives */
     size_t weight_bytes_token; /* weight bytes a decode step reads (every matrix once)    */
 } tq_model_info;
 
