@@ -152,7 +152,7 @@ static inline __m256i up_q5_1(const uint8_t *b)
 
 /* int32 lane l = sum of elements 4l..4l+3 of w * a, as f32 (exact: |sum| < 2^17). */
 #ifdef QDOT_VNNI
-/* qdot_avx512.c: vpdpbusd (AVX512-VNNI, 256-bit) gives the same exact int32 lanes in one op */
+/* qdot_avx512vnni.c: vpdpbusd (AVX512-VNNI, 256-bit) gives the same exact int32 lanes in one op */
 static inline __m256 ip_signed(__m256i w, const int8_t *qs)
 {
     const __m256i a = _mm256_loadu_si256((const __m256i *)qs);

@@ -1,11 +1,11 @@
-/* qdot_avx512.c -- the AVX512-VNNI table of qdot.h: qdot_avx2.c's kernels with the int8 dot of
+/* qdot_avx512vnni.c -- the AVX512-VNNI table of qdot.h: qdot_avx2.c's kernels with the int8 dot of
  * the 32-element formats done by vpdpbusd (256-bit, AVX512-VL) instead of vpmaddubsw +
  * vpmaddwd. Its int32 lanes are the same exact sums (no saturation either way), so every result
  * equals the scalar reference bit for bit (tests/test_qdot.c). Which formats this table offers
  * was picked by a same-run measurement (bench/qdot_bench.c; docs/results.md "Native weights vs
  * llama.cpp"): a format left out keeps its AVX2 kernel (cpu/formats_cpu.c takes each slot from
  * the highest table that has it). */
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+/* ISA flags: the _avx512vnni.c rule of CMakeLists.txt (gcc and clang alike) */
 #pragma GCC diagnostic ignored "-Wunused-function" /* the K kernels it does not offer */
 #define QDOT_VNNI 1
 /* the formats whose q8 dot gains from vpdpbusd (the K formats keep vpmaddwd for their scales) */
