@@ -21,7 +21,9 @@ static void usage(void)
            "  --ctx N       window length, even, 4..1048576 (default 512)\n"
            "  --chunks N    number of windows (default 32; 0 = all)\n"
            "  -t N          threads, 0..256 (default 0 = every core)\n"
-           "  --weights W   native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
+           "  --weights W   bf16 (default: weights dequantized at load, so the KL is the KV\n"
+           "                cache's alone), f16, f32, native, native-f32 (native's q8 activations\n"
+           "                round every KV difference up: bf16 KV then shows KL 0.003, not 1e-5)\n"
            "  --json F      also write the results as JSON to F ('-' = stdout)\n"
            "  --teacher-dump DUMP  score against a dump of `tq teacher` instead of running a\n"
            "                teacher: windows, ctx and tokens come from DUMP; --kv defaults to f32;\n"
@@ -42,6 +44,10 @@ int cmd_kl(int argc, char **argv)
         usage();
         return 0;
     }
+    /* a KV instrument: weights dequantized to bf16 unless --weights says otherwise (native's
+     * int8 activations amplify every KV difference: docs/results.md "Native weights") */
+    if (eval_flag(cmd, "--weights", "bf16", &e) != 1)
+        return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {

@@ -68,9 +68,29 @@ int kv_compare(const char *cmd, gen_ctx *g, gen_args *a, const int32_t *ids, int
     for (int i = 0; i < 4; i++)
         tq_kv_scheme_parse(names[i], &sch[i]);
     printf("KV cache quality on a built-in text (%d tokens, KL vs an f32 cache at positions "
-           "%d..%d; `tq kl` for real runs):\n", ctx, ctx / 2, ctx - 2);
+           "%d..%d%s; `tq kl` for real runs):\n", ctx, ctx / 2, ctx - 2,
+           g->info.native ? ", bf16 weights" : "");
     cli_flush();
-    if ((e = tq_eval_kl(g->model, tok, nt, -1, teacher, sch, 4, ctx, 1, NULL, NULL, r, &tr))) {
+    /* the KL table measures the KV cache alone: with native block weights (q8 activations,
+     * whose rounding amplifies every KV difference) it runs on the weights dequantized to bf16,
+     * as `tq kl` does by default */
+    tq_model *km = g->model, *kmb = NULL;
+    if (g->info.native) {
+        tq_model_opts mo;
+        tq_model_opts_default(&mo);
+        cli_model_env(&mo);
+        mo.weight_store = TQ_STORE_DEQUANT;
+        mo.weight_type = TQ_DTYPE_BF16;
+        mo.n_threads = (int)a->threads;
+        if ((e = tq_model_load(a->model, &mo, &kmb))) {
+            rc = cli_error(cmd, e, "cannot load model '%s' with bf16 weights", a->model);
+            goto out;
+        }
+        km = kmb;
+    }
+    e = tq_eval_kl(km, tok, nt, -1, teacher, sch, 4, ctx, 1, NULL, NULL, r, &tr);
+    tq_model_free(kmb);
+    if (e) {
         rc = cli_error(cmd, e, "KL evaluation");
         goto out;
     }
