@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/half.h"
+#include "core/le.h"
 #include "model/engine.h"
 #include "model/kvcache_turbo.h"
 
@@ -42,31 +43,6 @@ static void fnv_add(fnv *f, const void *p, size_t n)
     f->h = h;
 }
 
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void wr64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t rd32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* FNV-1a 64 of the shapes and the weight dtype (header offset 80) */
 static uint64_t shape_fingerprint(const tq_model *m)
 {
@@ -77,7 +53,7 @@ static uint64_t shape_fingerprint(const tq_model *m)
                              c->vocab, c->ffn_hidden, (int32_t)m->wtype};
     uint8_t b[sizeof(shape)];
     for (size_t i = 0; i < sizeof(shape) / sizeof(shape[0]); i++)
-        wr32(b + 4 * i, (uint32_t)shape[i]);
+        tq_le_wr32(b + 4 * i, (uint32_t)shape[i]);
     fnv_add(&f, b, sizeof(b));
     return f.h;
 }
@@ -85,7 +61,7 @@ static uint64_t shape_fingerprint(const tq_model *m)
 uint64_t tq_model_fingerprint(const tq_model *m)
 {
     uint8_t b[24];
-    wr64(b, shape_fingerprint(m));
+    tq_le_wr64(b, shape_fingerprint(m));
     tq_model_weights_hash(m, b + 8);
     fnv f;
     fnv_init(&f);
@@ -123,17 +99,17 @@ static void make_header(const tq_session *s, uint64_t n_ids, uint64_t pay, uint8
     const tq_kvcache *c = s->kv;
     memset(h, 0, SNAP_HDR);
     memcpy(h, SNAP_MAGIC, 8);
-    wr32(h + 8, SNAP_VERSION);
-    wr32(h + 12, SNAP_HDR);
+    tq_le_wr32(h + 8, SNAP_VERSION);
+    tq_le_wr32(h + 12, SNAP_HDR);
     tq_kv_scheme_key(c->scheme, (char *)h + 16, 32);
-    wr32(h + 48, (uint32_t)c->head_dim);
-    wr32(h + 52, (uint32_t)c->n_layers);
-    wr32(h + 56, (uint32_t)c->n_heads);
-    wr32(h + 60, (uint32_t)c->n_kv_heads);
-    wr64(h + 64, (uint64_t)s->n_past);
-    wr64(h + 72, n_ids);
-    wr64(h + 80, shape_fingerprint(s->m));
-    wr64(h + 88, pay);
+    tq_le_wr32(h + 48, (uint32_t)c->head_dim);
+    tq_le_wr32(h + 52, (uint32_t)c->n_layers);
+    tq_le_wr32(h + 56, (uint32_t)c->n_heads);
+    tq_le_wr32(h + 60, (uint32_t)c->n_kv_heads);
+    tq_le_wr64(h + 64, (uint64_t)s->n_past);
+    tq_le_wr64(h + 72, n_ids);
+    tq_le_wr64(h + 80, shape_fingerprint(s->m));
+    tq_le_wr64(h + 88, pay);
     tq_model_weights_hash(s->m, h + 104);
 }
 
@@ -154,7 +130,7 @@ tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_
     fnv_add(&f, h, SNAP_HDR);
     for (int64_t i = 0; i < n_tokens; i++) {
         uint8_t b[4];
-        wr32(b, (uint32_t)tokens[i]);
+        tq_le_wr32(b, (uint32_t)tokens[i]);
         fnv_add(&f, b, 4);
     }
     for (int l = 0; l < c->n_layers; l++)
@@ -163,7 +139,7 @@ tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_
             fnv_add(&f, c->k[l] + (size_t)g * c->n_ctx * kr, n * kr);
             fnv_add(&f, c->v[l] + (size_t)g * c->n_ctx * vr, n * vr);
         }
-    wr64(h + 96, f.h);
+    tq_le_wr64(h + 96, f.h);
 
     tq_atomic_file *af = NULL; /* temp + fsync + rename; FIFOs in place, symlinks resolved */
     tq_status st = tq_atomic_file_open(path, &af);
@@ -174,7 +150,7 @@ tq_status tq_session_save(const tq_session *s, const int32_t *tokens, int64_t n_
     int ok = fp && fwrite(h, 1, SNAP_HDR, fp) == SNAP_HDR;
     for (int64_t i = 0; ok && i < n_tokens; i++) {
         uint8_t b[4];
-        wr32(b, (uint32_t)tokens[i]);
+        tq_le_wr32(b, (uint32_t)tokens[i]);
         ok = fwrite(b, 1, 4, fp) == 4;
     }
     for (int l = 0; ok && l < c->n_layers; l++)
@@ -213,16 +189,16 @@ tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int6
         st = TQ_FAIL(TQ_E_FORMAT, "%s: not a KV cache snapshot (bad magic)", path);
         goto out;
     }
-    if (rd32(h + 12) != SNAP_HDR) { /* every version so far has a 128-byte header */
+    if (tq_le_rd32(h + 12) != SNAP_HDR) { /* every version so far has a 128-byte header */
         st = TQ_FAIL(TQ_E_FORMAT, "%s: the snapshot header is corrupt (its header-size field "
                                   "says %u bytes, a snapshot header is %u); re-make the cache",
-                     path, rd32(h + 12), SNAP_HDR);
+                     path, tq_le_rd32(h + 12), SNAP_HDR);
         goto out;
     }
-    if (rd32(h + 8) != SNAP_VERSION) {
+    if (tq_le_rd32(h + 8) != SNAP_VERSION) {
         st = TQ_FAIL(TQ_E_FORMAT, "%s: snapshot version %u; this build reads version %u only "
                                   "(%s): re-make the prompt cache with this build", path,
-                     rd32(h + 8), SNAP_VERSION, rd32(h + 8) < SNAP_VERSION
+                     tq_le_rd32(h + 8), SNAP_VERSION, tq_le_rd32(h + 8) < SNAP_VERSION
                          ? "older snapshots have no weights fingerprint"
                          : "the file was written by a newer build");
         goto out;
@@ -237,14 +213,14 @@ tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int6
                      mine);
         goto out;
     }
-    if (rd32(h + 48) != (uint32_t)c->head_dim || rd32(h + 52) != (uint32_t)c->n_layers ||
-        rd32(h + 56) != (uint32_t)c->n_heads || rd32(h + 60) != (uint32_t)c->n_kv_heads ||
-        rd64(h + 80) != shape_fingerprint(s->m)) {
+    if (tq_le_rd32(h + 48) != (uint32_t)c->head_dim || tq_le_rd32(h + 52) != (uint32_t)c->n_layers ||
+        tq_le_rd32(h + 56) != (uint32_t)c->n_heads || tq_le_rd32(h + 60) != (uint32_t)c->n_kv_heads ||
+        tq_le_rd64(h + 80) != shape_fingerprint(s->m)) {
         st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: snapshot was made with another model than %s "
                                        "(head_dim %u, %u layers, %u/%u heads, shape fingerprint "
                                        "%016llx; this model: %d, %d, %d/%d, %016llx)", path,
-                     s->m->path, rd32(h + 48), rd32(h + 52), rd32(h + 56), rd32(h + 60),
-                     (unsigned long long)rd64(h + 80), c->head_dim, c->n_layers, c->n_heads,
+                     s->m->path, tq_le_rd32(h + 48), tq_le_rd32(h + 52), tq_le_rd32(h + 56), tq_le_rd32(h + 60),
+                     (unsigned long long)tq_le_rd64(h + 80), c->head_dim, c->n_layers, c->n_heads,
                      c->n_kv_heads, (unsigned long long)shape_fingerprint(s->m));
         goto out;
     }
@@ -260,7 +236,7 @@ tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int6
                      s->m->path, a, b);
         goto out;
     }
-    const uint64_t n = rd64(h + 64), n_ids = rd64(h + 72), pay = rd64(h + 88);
+    const uint64_t n = tq_le_rd64(h + 64), n_ids = tq_le_rd64(h + 72), pay = tq_le_rd64(h + 88);
     if (n_ids != 0 && n_ids != n) {
         st = TQ_FAIL(TQ_E_FORMAT, "%s: token count %llu and id count %llu differ", path,
                      (unsigned long long)n, (unsigned long long)n_ids);
@@ -298,8 +274,8 @@ tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int6
         st = TQ_FAIL(TQ_E_FORMAT, "%s: trailing bytes after the snapshot payload", path);
         goto out;
     }
-    const uint64_t want = rd64(h + 96);
-    wr64(h + 96, 0);
+    const uint64_t want = tq_le_rd64(h + 96);
+    tq_le_wr64(h + 96, 0);
     fnv f;
     fnv_init(&f);
     fnv_add(&f, h, SNAP_HDR);
@@ -316,7 +292,7 @@ tq_status tq_session_load(tq_session *s, const char *path, int32_t *tokens, int6
         *n_tokens = (int64_t)n_ids;
     for (uint64_t i = 0; i < n_ids; i++, p += 4)
         if (tokens)
-            tokens[i] = (int32_t)rd32(p);
+            tokens[i] = (int32_t)tq_le_rd32(p);
     for (int l = 0; l < c->n_layers; l++)
         for (int g = 0; g < c->n_kv_heads; g++) {
             const size_t kr = layer_k_rb(c, l), vr = layer_v_rb(c, l);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/le.h"
 #include "model/eval_internal.h"
 
 #if !__has_include(<xxhash.h>)
@@ -59,31 +60,6 @@ uint64_t tq_tokenizer_fingerprint(const tq_tokenizer *t)
             XXH3_64bits_update(&st, p, len);
     }
     return XXH3_64bits_digest(&st);
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void wr64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t rd32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
 }
 
 static uint64_t rec_bytes(int k)
@@ -161,20 +137,20 @@ static void header(uint8_t *h, const tq_teacher_info *in)
 {
     memset(h, 0, TD_HEADER);
     memcpy(h, TD_MAGIC, 8);
-    wr32(h + 8, TD_VERSION);
-    wr32(h + 12, TD_HEADER);
-    wr32(h + 16, (uint32_t)in->vocab);
-    wr32(h + 20, (uint32_t)in->top_k);
-    wr32(h + 24, (uint32_t)in->ctx);
-    wr32(h + 28, (uint32_t)in->bos);
-    wr64(h + 32, (uint64_t)in->n_windows);
-    wr64(h + 40, (uint64_t)in->n_windows * (uint64_t)in->ctx);
-    wr64(h + 48, in->model_fp);
-    wr64(h + 56, in->text_hash);
-    wr64(h + 64, in->tokenizer_fp);
+    tq_le_wr32(h + 8, TD_VERSION);
+    tq_le_wr32(h + 12, TD_HEADER);
+    tq_le_wr32(h + 16, (uint32_t)in->vocab);
+    tq_le_wr32(h + 20, (uint32_t)in->top_k);
+    tq_le_wr32(h + 24, (uint32_t)in->ctx);
+    tq_le_wr32(h + 28, (uint32_t)in->bos);
+    tq_le_wr64(h + 32, (uint64_t)in->n_windows);
+    tq_le_wr64(h + 40, (uint64_t)in->n_windows * (uint64_t)in->ctx);
+    tq_le_wr64(h + 48, in->model_fp);
+    tq_le_wr64(h + 56, in->text_hash);
+    tq_le_wr64(h + 64, in->tokenizer_fp);
     memcpy(h + 72, in->kv, strnlen(in->kv, 31));
-    wr32(h + 104, (uint32_t)(in->ctx / 2 - 1));
-    wr32(h + 108, (uint32_t)rec_bytes(in->top_k));
+    tq_le_wr32(h + 104, (uint32_t)(in->ctx / 2 - 1));
+    tq_le_wr32(h + 108, (uint32_t)rec_bytes(in->top_k));
 }
 
 tq_status tq_teacher_write(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32_t bos,
@@ -263,7 +239,7 @@ tq_status tq_teacher_write(tq_model *m, const int32_t *tokens, int64_t n_tokens,
     }
     const uint64_t sum = XXH3_64bits_digest(&out.h);
     uint8_t tr[8];
-    wr64(tr, sum);
+    tq_le_wr64(tr, sum);
     if (!out.bad && fwrite(tr, 1, 8, out.f) != 8)
         out.bad = errno ? errno : EIO;
     if (out.bad) {
@@ -327,22 +303,22 @@ static tq_status open_dump(const char *path, td_in *r, tq_teacher_info *in)
         return TQ_FAIL(TQ_E_FORMAT, "%s: not a teacher dump (no '%s' header; make one with tq "
                                     "teacher)", path, TD_MAGIC);
     XXH3_64bits_update(&r->h, h, TD_HEADER);
-    if (rd32(h + 8) != TD_VERSION || rd32(h + 12) != TD_HEADER)
+    if (tq_le_rd32(h + 8) != TD_VERSION || tq_le_rd32(h + 12) != TD_HEADER)
         return TQ_FAIL(TQ_E_FORMAT, "%s: teacher dump version %u (header %u bytes); this build "
                                     "reads version %u (%u bytes): re-make it with tq teacher",
-                       path, rd32(h + 8), rd32(h + 12), TD_VERSION, TD_HEADER);
-    in->vocab = (int)rd32(h + 16);
-    in->top_k = (int)rd32(h + 20);
-    in->ctx = (int)rd32(h + 24);
-    in->bos = (int32_t)rd32(h + 28);
-    in->n_windows = (int64_t)rd64(h + 32);
-    const uint64_t n_ids = rd64(h + 40);
-    in->model_fp = rd64(h + 48);
-    in->text_hash = rd64(h + 56);
-    in->tokenizer_fp = rd64(h + 64);
+                       path, tq_le_rd32(h + 8), tq_le_rd32(h + 12), TD_VERSION, TD_HEADER);
+    in->vocab = (int)tq_le_rd32(h + 16);
+    in->top_k = (int)tq_le_rd32(h + 20);
+    in->ctx = (int)tq_le_rd32(h + 24);
+    in->bos = (int32_t)tq_le_rd32(h + 28);
+    in->n_windows = (int64_t)tq_le_rd64(h + 32);
+    const uint64_t n_ids = tq_le_rd64(h + 40);
+    in->model_fp = tq_le_rd64(h + 48);
+    in->text_hash = tq_le_rd64(h + 56);
+    in->tokenizer_fp = tq_le_rd64(h + 64);
     memcpy(in->kv, h + 72, 31);
     in->kv[31] = '\0';
-    const uint32_t ns = rd32(h + 104), rb = rd32(h + 108);
+    const uint32_t ns = tq_le_rd32(h + 104), rb = tq_le_rd32(h + 108);
     if (in->vocab < 1 || in->top_k < 1 || in->top_k > in->vocab || in->ctx < 4 || in->ctx % 2 ||
         in->ctx > (1 << 24) || in->bos < -1 || in->bos >= in->vocab || in->n_windows < 1 ||
         in->n_windows > (int64_t)1 << 32 || n_ids != (uint64_t)in->n_windows * (uint64_t)in->ctx ||
@@ -443,10 +419,10 @@ static tq_status read_all(const char *path, tq_teacher_info *in)
         st = TQ_FAIL(TQ_E_FORMAT, "%s: teacher dump truncated (no checksum)", path);
         goto done;
     }
-    if (rd64(tr) != want) {
+    if (tq_le_rd64(tr) != want) {
         st = TQ_FAIL(TQ_E_FORMAT, "%s: teacher dump checksum mismatch (file %016llx, content "
                                   "%016llx): the file is corrupt, re-make it with tq teacher",
-                     path, (unsigned long long)rd64(tr), (unsigned long long)want);
+                     path, (unsigned long long)tq_le_rd64(tr), (unsigned long long)want);
         goto done;
     }
     in->ppl = exp(nll / (double)in->n_scored);
