@@ -101,7 +101,6 @@ static void check_scheme(const char *scheme, tq_turbo_attn ta, const int32_t *to
     CHECK(tq_session_n_past(ring) == T_ALL, "%s: refused trim leaves n_past %lld", nm,
           (long long)tq_session_n_past(ring));
     CHECK(tq_session_trim(full, 400) == TQ_OK, "%s: keep-everything trims anywhere", nm);
-    tq_session_trim(full, -400 + 400); /* no-op */
 
     /* 4. snapshots across the wrap: ring at 450 -> fresh ring, continue */
     char snap[64], snapf[64];
