@@ -12,6 +12,8 @@
 #             variant builds in build/v-NAME (bench-only kernel table), two interleaved rounds
 #   tables    the docs/results.md tables: ours (--timing both) and SDPA, head_dim 128, 64, 256
 #   ncu       ncu of the attend kernel at the fixed-cost and target points (sections + stalls)
+#   qgemv     quantized GEMV (src/cuda/qgemv.cu): test_cuda_qgemv, its memcheck, qgemv_bench at
+#             batch 1 and 8 (4096x14336 and 14336x4096, cold)
 #   stash / join  the SmolLM2 model over two calls (prep_visit.sh MODEL_PART=aa, then ab)
 #   fwd       the GPU forward's decode bench at 1k/8k/32k (needs the model)
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
@@ -147,6 +149,19 @@ PY
         timeout 100 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k regex:"attend|reduce" $TQ kv-bench \
             --cuda --schemes bf16,turbo:k8v3,turbo:k4v3 --ctx 1024,4096 --batch 1,8 --reps 3 > $w/ncu_durations.csv 2> $w/ncu.err
         echo "ncu durations rc=$?"
+        pack
+        ;;
+    qgemv)
+        { [ -f $B/build.ninja ] || cfg $B; } && cmake --build $B -j 16 --target test_cuda_qgemv qgemv_bench > $w/build_qgemv.log 2>&1
+        rc=$?; el "qgemv build rc=$rc"; [ $rc = 0 ] || { tail -40 $w/build_qgemv.log; pack; continue; }
+        timeout 300 $B/tests/test_cuda_qgemv > $w/test_cuda_qgemv.log 2>&1; echo "test_cuda_qgemv rc=$?"
+        grep -m 12 "FAIL\|done\|passed" $w/test_cuda_qgemv.log
+        timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_qgemv --quick \
+            > $w/qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/qgemv_memcheck.log
+        timeout 200 $B/tests/qgemv_bench --csv $w/qgemv_n1.csv > $w/qgemv_n1.md 2>&1; echo "qgemv_bench n1 rc=$?"
+        cat $w/qgemv_n1.md
+        timeout 200 $B/tests/qgemv_bench --n 8 --reps 20 --csv $w/qgemv_n8.csv > $w/qgemv_n8.md 2>&1
+        echo "qgemv_bench n8 rc=$?"; cat $w/qgemv_n8.md
         pack
         ;;
     stash)
