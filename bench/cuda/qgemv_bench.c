@@ -48,15 +48,15 @@ int main(int argc, char **argv)
            "median of %d\n", dev, copy, cold ? "cold (L2 flushed, GPU time)" : "host (events, L2 warm)", n, reps);
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv)
-        fprintf(csv, "device,format,rows,cols,n,timing,bytes,us_median,us_min,us_kernel,us_read,gbps,pct_copy,"
+        fprintf(csv, "device,format,rows,cols,n,timing,bytes,us_median,us_min,us_nopdl,us_kernel,us_read,gbps,pct_copy,"
                      "pct_read,copy_gbps\n");
     static const struct { const char *name; int fmt, bits, group; } F[] = {
         {"Q8_0", TQ_GGML_Q8_0, 0, 0},        {"Q4_0", TQ_GGML_Q4_0, 0, 0},
         {"Q4_K", TQ_GGML_Q4_K, 0, 0},        {"Q6_K", TQ_GGML_Q6_K, 0, 0},
         {"MLX4g64", TQ_CUDA_QGEMV_MLX, 4, 64}, {"MLX8g64", TQ_CUDA_QGEMV_MLX, 8, 64},
     };
-    printf("| format | rows x cols | MB | call us (med) | min | GEMV kernel us | read us | GB/s | %% of copy | "
-           "%% of read |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| format | rows x cols | MB | call us (med) | min | no PDL | GEMV kernel us | read us | GB/s | %% of copy | "
+           "%% of read |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int rc = 0;
     char *list = strdup(shapes);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
@@ -74,12 +74,12 @@ int main(int argc, char **argv)
             }
             const double gbps = (double)t.bytes / (t.us_med * 1e-6) / 1e9;
             const double read_gbps = (double)t.bytes / (t.us_read * 1e-6) / 1e9;
-            printf("| %s | %lldx%lld | %.1f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f%% | %.0f%% |\n", F[i].name, r, c,
-                   (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_kernel, t.us_read, gbps, 100.0 * gbps / copy,
-                   100.0 * gbps / read_gbps);
+            printf("| %s | %lldx%lld | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f%% | %.0f%% |\n", F[i].name, r,
+                   c, (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
+                   100.0 * gbps / copy, 100.0 * gbps / read_gbps);
             if (csv)
-                fprintf(csv, "%s,%s,%lld,%lld,%d,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f\n", dev, F[i].name, r,
-                        c, n, cold ? "cold" : "host", t.bytes, t.us_med, t.us_min, t.us_kernel, t.us_read, gbps,
+                fprintf(csv, "%s,%s,%lld,%lld,%d,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f\n", dev, F[i].name,
+                        r, c, n, cold ? "cold" : "host", t.bytes, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
                         100.0 * gbps / copy, 100.0 * gbps / read_gbps, copy);
         }
     }

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -74,12 +75,24 @@ act_geom act_geom_of(int f, int64_t cols)
     return g;
 }
 
+// Programmatic dependent launch: the quantizer lets the GEMV start at once; the GEMV issues its
+// first weight loads, then waits for the quantizer's activations (no-ops without PDL).
+__device__ __forceinline__ void pdl_trigger()
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void pdl_wait()
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 // ---- activation quantizers (the bytes of src/cpu/qdot.c quant_q8a / quant_q8k) -------------
 // One warp per 32-block; PERM: MLX 4-bit order inside each 8.
 template <bool PERM>
 __global__ void quant_a32_kernel(const float *__restrict__ x, int64_t ldx, int64_t cols,
                                  uint8_t *__restrict__ act, act_geom ag)
 {
+    pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= cols / 32)
@@ -110,6 +123,7 @@ __global__ void quant_a32_kernel(const float *__restrict__ x, int64_t ldx, int64
 __global__ void quant_a256_kernel(const float *__restrict__ x, int64_t ldx, int64_t cols,
                                   uint8_t *__restrict__ act, act_geom ag)
 {
+    pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= cols / 256)
@@ -367,12 +381,17 @@ __global__ void __launch_bounds__(32 * WARPS) qgemv_kernel(const qargs g)
 #pragma unroll
     for (int t = 0; t < NT; t++)
         acc[t] = 0.0f;
+    bool waited = false;
     for (int64_t u0 = lane; u0 < units; u0 += 32 * FM::U) {
         typename FM::raw w[FM::U];
 #pragma unroll
         for (int k = 0; k < FM::U; k++)
             if (u0 + 32 * k < units)
                 FM::load(w[k], row, u0 + 32 * k, gr);
+        if (!waited) {
+            pdl_wait();
+            waited = true;
+        }
 #pragma unroll
         for (int k = 0; k < FM::U; k++)
             if (u0 + 32 * k < units) {
@@ -383,6 +402,8 @@ __global__ void __launch_bounds__(32 * WARPS) qgemv_kernel(const qargs g)
     }
 #pragma unroll
     for (int t = 0; t < NT; t++) {
+        if (!waited) // a lane without units
+            pdl_wait(), waited = true;
         float v = acc[t];
         for (int o = 16; o; o >>= 1)
             v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -391,29 +412,53 @@ __global__ void __launch_bounds__(32 * WARPS) qgemv_kernel(const qargs g)
     }
 }
 
-template <int F>
-cudaError_t launch_f(const qargs &g, int nt, cudaStream_t s)
+template <int F, int NT>
+cudaError_t launch_k(const qargs &g, cudaStream_t s, int pdl)
 {
-    const dim3 grid((unsigned)((g.rows + WARPS - 1) / WARPS)), block(32 * WARPS);
-    switch (nt) {
-    case 1: qgemv_kernel<F, 1><<<grid, block, 0, s>>>(g); break;
-    case 2: qgemv_kernel<F, 2><<<grid, block, 0, s>>>(g); break;
-    case 4: qgemv_kernel<F, 4><<<grid, block, 0, s>>>(g); break;
-    default: qgemv_kernel<F, 8><<<grid, block, 0, s>>>(g); break;
-    }
-    return cudaGetLastError();
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3((unsigned)((g.rows + WARPS - 1) / WARPS));
+    c.blockDim = dim3(32 * WARPS);
+    c.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&c, qgemv_kernel<F, NT>, g);
 }
 
-cudaError_t launch_gemv(int f, const qargs &g, int nt, cudaStream_t s)
+template <int F>
+cudaError_t launch_f(const qargs &g, int nt, cudaStream_t s, int pdl)
+{
+    switch (nt) {
+    case 1: return launch_k<F, 1>(g, s, pdl);
+    case 2: return launch_k<F, 2>(g, s, pdl);
+    case 4: return launch_k<F, 4>(g, s, pdl);
+    default: return launch_k<F, 8>(g, s, pdl);
+    }
+}
+
+cudaError_t launch_gemv(int f, const qargs &g, int nt, cudaStream_t s, int pdl)
 {
     switch (f) {
-    case F_Q8_0: return launch_f<F_Q8_0>(g, nt, s);
-    case F_Q4_0: return launch_f<F_Q4_0>(g, nt, s);
-    case F_Q4_K: return launch_f<F_Q4_K>(g, nt, s);
-    case F_Q6_K: return launch_f<F_Q6_K>(g, nt, s);
-    case F_MLX4: return launch_f<F_MLX4>(g, nt, s);
-    default: return launch_f<F_MLX8>(g, nt, s);
+    case F_Q8_0: return launch_f<F_Q8_0>(g, nt, s, pdl);
+    case F_Q4_0: return launch_f<F_Q4_0>(g, nt, s, pdl);
+    case F_Q4_K: return launch_f<F_Q4_K>(g, nt, s, pdl);
+    case F_Q6_K: return launch_f<F_Q6_K>(g, nt, s, pdl);
+    case F_MLX4: return launch_f<F_MLX4>(g, nt, s, pdl);
+    default: return launch_f<F_MLX8>(g, nt, s, pdl);
     }
+}
+
+// TQ_QGEMV_PDL=0 turns programmatic dependent launch off (A/B); read once
+int pdl_default()
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TQ_QGEMV_PDL");
+        v = !(e && e[0] == '0');
+    }
+    return v;
 }
 
 cudaError_t launch_quant(int f, const float *x, int64_t ldx, int64_t cols, int n, uint8_t *act, act_geom ag,
@@ -463,8 +508,9 @@ int chunk_of(int left)
     return left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 }
 
+// gemv_only: the activations are already there (bench); pdl: -1 = the default
 tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, float *y, int64_t ldy, void *act,
-                  cudaStream_t s, int gemv_only)
+                  cudaStream_t s, int gemv_only, int pdl = -1)
 {
     const int f = kfmt(m);
     const act_geom ag = act_geom_of(f, m->cols);
@@ -485,7 +531,7 @@ tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, flo
         const int nt = chunk_of(n - t);
         g.act = (const uint8_t *)act + (size_t)t * ag.stride;
         g.y = y + (int64_t)t * ldy;
-        QG_CUDA(launch_gemv(f, g, nt, s));
+        QG_CUDA(launch_gemv(f, g, nt, s, gemv_only ? 0 : pdl < 0 ? pdl_default() : pdl));
         t += nt;
     }
     return TQ_OK;
@@ -749,12 +795,13 @@ extern "C" tq_status tq_cuda_qgemv_bench(int fmt, int bits, int group, int64_t r
     cudaEvent_t e0, e1;
     QG_CUDA(cudaEventCreate(&e0));
     QG_CUDA(cudaEventCreate(&e1));
-    std::vector<float> tall, tker, tread;
+    std::vector<float> tall, tker, tread, tnopdl;
     cudaError_t e = cudaSuccess;
     for (int i = 0; i < 3 && st == TQ_OK; i++)
         st = tq_cuda_qgemv(&m, (const float *)dx, cols, n, (float *)dy, rows, da, NULL);
-    // 0: the whole call, 1: the GEMV kernel (activation already quantized), 2: plain read
-    for (int what = 0; what < 3 && st == TQ_OK && e == cudaSuccess; what++)
+    // 0: the whole call, 1: the GEMV kernel (activation already quantized), 2: plain read,
+    // 3: the whole call without programmatic dependent launch
+    for (int what = 0; what < 4 && st == TQ_OK && e == cudaSuccess; what++)
         for (int i = 0; i < reps && st == TQ_OK && e == cudaSuccess; i++) {
             if (flush)
                 read_kernel<<<1024, 256>>>((const uint4 *)flush, flush_bytes / 16,
@@ -764,11 +811,11 @@ extern "C" tq_status tq_cuda_qgemv_bench(int fmt, int bits, int group, int64_t r
             if (what == 2)
                 read_kernel<<<132 * 8, 256>>>((const uint4 *)dw, wb / 16, (unsigned *)dy);
             else
-                st = run_dev(&m, (const float *)dx, cols, n, (float *)dy, rows, da, NULL, what == 1);
+                st = run_dev(&m, (const float *)dx, cols, n, (float *)dy, rows, da, NULL, what == 1, what == 3 ? 0 : 1);
             float ms = 0;
             if (st == TQ_OK && (e = cudaEventRecord(e1)) == cudaSuccess && (e = cudaEventSynchronize(e1)) == cudaSuccess)
                 e = cudaEventElapsedTime(&ms, e0, e1);
-            (what == 0 ? tall : what == 1 ? tker : tread).push_back(ms * 1000.0f);
+            (what == 0 ? tall : what == 1 ? tker : what == 2 ? tread : tnopdl).push_back(ms * 1000.0f);
         }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
@@ -780,6 +827,7 @@ extern "C" tq_status tq_cuda_qgemv_bench(int fmt, int bits, int group, int64_t r
     out->us_min = *std::min_element(tall.begin(), tall.end());
     out->us_kernel = median(tker);
     out->us_read = median(tread);
+    out->us_nopdl = median(tnopdl);
     out->bytes = tq_cuda_qgemv_packed_bytes(&m);
     return TQ_OK;
 }

@@ -74,11 +74,12 @@ tq_status tq_cuda_qgemv_host(const tq_cuda_qmat *m, const float *x, int n, float
 /* tq_cuda_qgemv_bench() -- time one (format, rows, cols, n) on the device with seeded random
  * weights (valid finite scales): `reps` calls after 3 warm-ups, each timed with CUDA events,
  * cold (the L2 flushed before each call) when cold != 0. *us_med / *us_min: median and
- * minimum of the whole call (activation quantize + GEMV); *us_kernel: median of the GEMV
- * kernel alone; *us_read: median of a plain read of the same packed bytes (16-byte loads, same
+ * minimum of the whole call (activation quantize + GEMV, the GEMV launched with programmatic
+ * dependent launch so that its first weight loads overlap the quantizer); *us_nopdl: the call
+ * without it; *us_kernel: median of the GEMV kernel alone; *us_read: median of a plain read of the same packed bytes (16-byte loads, same
  * timing) as the practical floor. *bytes = tq_cuda_qgemv_packed_bytes(). */
 typedef struct tq_cuda_qgemv_timing {
-    double us_med, us_min, us_kernel, us_read;
+    double us_med, us_min, us_kernel, us_read, us_nopdl;
     size_t bytes;
 } tq_cuda_qgemv_timing;
 tq_status tq_cuda_qgemv_bench(int fmt, int bits, int group, int64_t rows, int64_t cols, int n,
