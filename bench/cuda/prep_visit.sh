@@ -30,7 +30,7 @@ fi
 # LLAMA=1: a trimmed copy of the llama.cpp source the llama-cpp-python sdist vendors (ggml with the
 # CPU and CUDA backends only, src, include, common, vendor, tools/llama-bench) for gpu_visit.sh llama_build
 if [ -n "${LLAMA:-}" ]; then
-    v=${LLAMA_SRC:-/work/pkgs/llama_cpp_python-0.3.36/vendor/llama.cpp}
+    v=${LLAMA_SRC:?set LLAMA_SRC=<the llama-cpp-python sdist>/vendor/llama.cpp}
     t=$(mktemp -d); D=$t/llama.cpp
     mkdir -p $D/ggml/src $D/tools
     cp -r $v/CMakeLists.txt $v/cmake $v/src $v/include $v/common $v/vendor $D/

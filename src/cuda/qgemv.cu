@@ -194,54 +194,71 @@ template <int F> struct fmt;
 template <> struct fmt<F_Q4_0> {
     static constexpr int BE = 32, BB = 18, UPB = 4, U = 8;
     struct raw { uint32_t d, q; };
-    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int64_t u, const qargs &)
+    struct av { int a0, a1; float da; };
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &)
     {
         const uint8_t *p = row + BB * (u >> 2);
         r.d = *(const uint16_t *)p;
         r.q = ld_u32_a2(p + 2 + 4 * (u & 3));
     }
-    static __device__ __forceinline__ float dot(const raw &r, const uint8_t *a, const qargs &g, int64_t u, int64_t)
+    static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
     {
-        const int64_t b = u >> 2;
-        const int i = (int)(u & 3);
-        const int a0 = *(const int *)(a + 32 * b + 4 * i);
-        const int a1 = *(const int *)(a + 32 * b + 16 + 4 * i);
-        const float da = ((const float *)(a + g.ag.off_d))[b];
+        const int b = u >> 2;
+        const int i = (u & 3);
+        v.a0 = *(const int *)(a + 32 * b + 4 * i);
+        v.a1 = *(const int *)(a + 32 * b + 16 + 4 * i);
+        v.da = ((const float *)(a + g.ag.off_d))[b];
+    }
+    static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &, int)
+    {
         const int lo = (int)(r.q & 0x0f0f0f0fu), hi = (int)((r.q >> 4) & 0x0f0f0f0fu);
-        const int s = dp4a(lo, a0, dp4a(hi, a1, 0)) - dp4a(0x08080808, a0, dp4a(0x08080808, a1, 0));
-        return (h2f(r.d) * da) * (float)s;
+        const int s = dp4a(lo, v.a0, dp4a(hi, v.a1, 0)) - dp4a(0x08080808, v.a0, dp4a(0x08080808, v.a1, 0));
+        return (h2f(r.d) * v.da) * (float)s;
     }
 };
 
 template <> struct fmt<F_Q8_0> {
     static constexpr int BE = 32, BB = 34, UPB = 4, U = 4;
     struct raw { uint32_t d, q0, q1; };
-    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int64_t u, const qargs &)
+    struct av { int2 a; float da; };
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &)
     {
         const uint8_t *p = row + BB * (u >> 2);
         r.d = *(const uint16_t *)p;
         r.q0 = ld_u32_a2(p + 2 + 8 * (u & 3));
         r.q1 = ld_u32_a2(p + 6 + 8 * (u & 3));
     }
-    static __device__ __forceinline__ float dot(const raw &r, const uint8_t *a, const qargs &g, int64_t u, int64_t)
+    static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
     {
-        const int64_t b = u >> 2;
-        const int2 av = *(const int2 *)(a + 32 * b + 8 * (u & 3));
-        const float da = ((const float *)(a + g.ag.off_d))[b];
-        const int s = dp4a((int)r.q0, av.x, dp4a((int)r.q1, av.y, 0));
-        return (h2f(r.d) * da) * (float)s;
+        const int b = u >> 2;
+        v.a = *(const int2 *)(a + 32 * b + 8 * (u & 3));
+        v.da = ((const float *)(a + g.ag.off_d))[b];
+    }
+    static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &, int)
+    {
+        const int s = dp4a((int)r.q0, v.a.x, dp4a((int)r.q1, v.a.y, 0));
+        return (h2f(r.d) * v.da) * (float)s;
     }
 };
 
 template <> struct fmt<F_Q4_K> {
     static constexpr int BE = 256, BB = 144, UPB = 16, U = 4;
     struct raw { uint4 h; uint2 q; };
-    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int64_t u, const qargs &)
+    struct av { int2 al, ah; float da; };
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &)
     {
         const uint8_t *p = row + BB * (u >> 4);
-        const int t = (int)(u & 15), j = t >> 2, i = t & 3;
+        const int t = (u & 15), j = t >> 2, i = t & 3;
         r.h = *(const uint4 *)p; // d, dmin, 12 scale bytes
         r.q = *(const uint2 *)(p + 16 + 32 * j + 8 * i);
+    }
+    static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
+    {
+        const int b = u >> 4;
+        const int t = (u & 15), j = t >> 2, i = t & 3;
+        v.al = *(const int2 *)(a + 256 * b + 64 * j + 8 * i);
+        v.ah = *(const int2 *)(a + 256 * b + 64 * j + 32 + 8 * i);
+        v.da = ((const float *)(a + g.ag.off_d))[b];
     }
     static __device__ __forceinline__ int sbyte(const uint4 &h, int k) // scale byte k (0..11)
     {
@@ -258,32 +275,29 @@ template <> struct fmt<F_Q4_K> {
             m = (sbyte(h, g + 4) >> 4) | ((sbyte(h, g) >> 6) << 4);
         }
     }
-    static __device__ __forceinline__ float dot(const raw &r, const uint8_t *a, const qargs &g, int64_t u, int64_t)
+    static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &, int u)
     {
-        const int64_t b = u >> 4;
-        const int t = (int)(u & 15), j = t >> 2, i = t & 3;
-        const int2 al = *(const int2 *)(a + 256 * b + 64 * j + 8 * i);
-        const int2 ah = *(const int2 *)(a + 256 * b + 64 * j + 32 + 8 * i);
-        const float da = ((const float *)(a + g.ag.off_d))[b];
+        const int j = (u & 15) >> 2;
         int sc0, m0, sc1, m1;
         scale_min(r.h, 2 * j, sc0, m0);
         scale_min(r.h, 2 * j + 1, sc1, m1);
         const int lo0 = (int)(r.q.x & 0x0f0f0f0fu), lo1 = (int)(r.q.y & 0x0f0f0f0fu);
         const int hi0 = (int)((r.q.x >> 4) & 0x0f0f0f0fu), hi1 = (int)((r.q.y >> 4) & 0x0f0f0f0fu);
-        const int P = sc0 * dp4a(lo0, al.x, dp4a(lo1, al.y, 0)) + sc1 * dp4a(hi0, ah.x, dp4a(hi1, ah.y, 0));
-        const int M = m0 * dp4a(0x01010101, al.x, dp4a(0x01010101, al.y, 0)) +
-                      m1 * dp4a(0x01010101, ah.x, dp4a(0x01010101, ah.y, 0));
-        return (h2f(r.h.x & 0xffffu) * da) * (float)P - (h2f(r.h.x >> 16) * da) * (float)M;
+        const int P = sc0 * dp4a(lo0, v.al.x, dp4a(lo1, v.al.y, 0)) + sc1 * dp4a(hi0, v.ah.x, dp4a(hi1, v.ah.y, 0));
+        const int M = m0 * dp4a(0x01010101, v.al.x, dp4a(0x01010101, v.al.y, 0)) +
+                      m1 * dp4a(0x01010101, v.ah.x, dp4a(0x01010101, v.ah.y, 0));
+        return (h2f(r.h.x & 0xffffu) * v.da) * (float)P - (h2f(r.h.x >> 16) * v.da) * (float)M;
     }
 };
 
 template <> struct fmt<F_Q6_K> {
     static constexpr int BE = 256, BB = 210, UPB = 16, U = 4;
     struct raw { uint32_t ql0, ql1, qh, s01, s23, d; };
-    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int64_t u, const qargs &)
+    struct av { int a[4]; float da; };
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &)
     {
         const uint8_t *p = row + BB * (u >> 4);
-        const int t = (int)(u & 15), h = t >> 3, i = t & 7;
+        const int t = (u & 15), h = t >> 3, i = t & 7;
         r.ql0 = ld_u32_a2(p + 64 * h + 4 * i);
         r.ql1 = ld_u32_a2(p + 64 * h + 32 + 4 * i);
         r.qh = ld_u32_a2(p + 128 + 32 * h + 4 * i);
@@ -291,132 +305,186 @@ template <> struct fmt<F_Q6_K> {
         r.s23 = ld_u32_a2(p + 192 + 8 * h + 4); // 8h+4 .. 8h+7
         r.d = *(const uint16_t *)(p + 208);
     }
-    static __device__ __forceinline__ float dot(const raw &r, const uint8_t *a, const qargs &g, int64_t u, int64_t)
+    static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
     {
-        const int64_t b = u >> 4;
-        const int t = (int)(u & 15), h = t >> 3, i = t & 7;
+        const int b = u >> 4;
+        const int t = (u & 15), h = t >> 3, i = t & 7;
         const uint8_t *ab = a + 256 * b + 128 * h + 4 * i;
-        const float da = ((const float *)(a + g.ag.off_d))[b];
-        const int sh = 8 * (i >> 2); // byte (i/4) of the 16-bit pair (8h + 2kk, +1)
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            v.a[kk] = *(const int *)(ab + 32 * kk);
+        v.da = ((const float *)(a + g.ag.off_d))[b];
+    }
+    static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &, int u)
+    {
+        const int sh = 8 * ((u & 7) >> 2); // byte (i/4) of the 16-bit pair (8h + 2kk, +1)
         int P = 0;
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             const uint32_t ql = (kk & 1) ? r.ql1 : r.ql0;
             const uint32_t nib = (kk >> 1) ? (ql >> 4) & 0x0f0f0f0fu : ql & 0x0f0f0f0fu;
-            const int v = (int)(nib | (((r.qh >> (2 * kk)) & 0x03030303u) << 4));
-            const int av = *(const int *)(ab + 32 * kk);
+            const int q = (int)(nib | (((r.qh >> (2 * kk)) & 0x03030303u) << 4));
             const uint32_t sw = kk < 2 ? r.s01 : r.s23;
             const int sc = (int)(int8_t)(uint8_t)(sw >> (16 * (kk & 1) + sh));
-            P += sc * (dp4a(v, av, 0) - dp4a(0x20202020, av, 0));
+            P += sc * (dp4a(q, v.a[kk], 0) - dp4a(0x20202020, v.a[kk], 0));
         }
-        return (h2f(r.d) * da) * (float)P;
+        return (h2f(r.d) * v.da) * (float)P;
     }
 };
 
 // MLX affine: a unit = 16 weights (two 4-bit words / four 8-bit words) inside one 32-block.
+struct mlx_av { int4 a; float da, sa; };
+__device__ __forceinline__ void mlx_lda(mlx_av &v, const uint8_t *a, const qargs &g, int u)
+{
+    v.a = *(const int4 *)(a + 16 * u);
+    v.da = ((const float *)(a + g.ag.off_d))[u >> 1];
+    v.sa = (u & 1) ? 0.0f : ((const float *)(a + g.ag.off_s))[u >> 1]; // the bias once per 32
+}
+
 template <> struct fmt<F_MLX4> {
     static constexpr int BE = 16, BB = 8, UPB = 1, U = 4;
     struct raw { uint2 q; uint32_t s, b; };
-    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int64_t u, const qargs &g)
+    typedef mlx_av av;
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &g)
     {
         r.q = *(const uint2 *)(row + BB * u);
-        const int64_t gi = u / (g.group / 16);
+        const int gi = u / (g.group / 16);
         r.s = g.sc[gi];
         r.b = g.bi[gi];
     }
-    static __device__ __forceinline__ float dot(const raw &r, const uint8_t *a, const qargs &g, int64_t u, int64_t)
+    static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
     {
-        const int4 av = *(const int4 *)(a + 16 * u);
+        mlx_lda(v, a, g, u);
+    }
+    static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &g, int)
+    {
         const int lo0 = (int)(r.q.x & 0x0f0f0f0fu), hi0 = (int)((r.q.x >> 4) & 0x0f0f0f0fu);
         const int lo1 = (int)(r.q.y & 0x0f0f0f0fu), hi1 = (int)((r.q.y >> 4) & 0x0f0f0f0fu);
-        const int s = dp4a(lo0, av.x, dp4a(hi0, av.y, dp4a(lo1, av.z, dp4a(hi1, av.w, 0))));
-        const float da = ((const float *)(a + g.ag.off_d))[u >> 1];
-        float v = (sb2f(r.s, g.sb_f16) * da) * (float)s;
-        if (!(u & 1))
-            v += sb2f(r.b, g.sb_f16) * ((const float *)(a + g.ag.off_s))[u >> 1];
-        return v;
+        const int s = dp4a(lo0, v.a.x, dp4a(hi0, v.a.y, dp4a(lo1, v.a.z, dp4a(hi1, v.a.w, 0))));
+        return (sb2f(r.s, g.sb_f16) * v.da) * (float)s + sb2f(r.b, g.sb_f16) * v.sa;
     }
 };
 
 template <> struct fmt<F_MLX8> {
-    static constexpr int BE = 16, BB = 16, UPB = 1, U = 4;
+    static constexpr int BE = 16, BB = 16, UPB = 1, U = 2;
     struct raw { uint4 q; uint32_t s, b; };
-    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int64_t u, const qargs &g)
+    typedef mlx_av av;
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &g)
     {
         r.q = *(const uint4 *)(row + BB * u);
-        const int64_t gi = u / (g.group / 16);
+        const int gi = u / (g.group / 16);
         r.s = g.sc[gi];
         r.b = g.bi[gi];
     }
-    static __device__ __forceinline__ float dot(const raw &r, const uint8_t *a, const qargs &g, int64_t u, int64_t)
+    static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
     {
-        const int4 av = *(const int4 *)(a + 16 * u);
-        const int s = dp4a_us(r.q.x, av.x, dp4a_us(r.q.y, av.y, dp4a_us(r.q.z, av.z, dp4a_us(r.q.w, av.w, 0))));
-        const float da = ((const float *)(a + g.ag.off_d))[u >> 1];
-        float v = (sb2f(r.s, g.sb_f16) * da) * (float)s;
-        if (!(u & 1))
-            v += sb2f(r.b, g.sb_f16) * ((const float *)(a + g.ag.off_s))[u >> 1];
-        return v;
+        mlx_lda(v, a, g, u);
+    }
+    static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &g, int)
+    {
+        const int s = dp4a_us(r.q.x, v.a.x, dp4a_us(r.q.y, v.a.y, dp4a_us(r.q.z, v.a.z, dp4a_us(r.q.w, v.a.w, 0))));
+        return (sb2f(r.s, g.sb_f16) * v.da) * (float)s + sb2f(r.b, g.sb_f16) * v.sa;
     }
 };
 
 constexpr int WARPS = 4;
 
-template <int F, int NT>
-__global__ void __launch_bounds__(32 * WARPS) qgemv_kernel(const qargs g)
+// One row per KS warps (KS = 1, 2, 4: the warps of a row take interleaved units and meet in
+// shared memory), WARPS / KS rows per block. Per lane and step: the weights of U units, then
+// (after the quantizer, see pdl_wait) their activations, then the dots.
+template <int F, int NT, int KS>
+__global__ void __launch_bounds__(32 * WARPS, NT == 1 ? 8 : 1) qgemv_kernel(const qargs g)
 {
     using FM = fmt<F>;
-    const int lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
-    if (r >= g.rows)
-        return;
-    const uint8_t *row = g.w + (size_t)r * g.row_bytes;
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int64_t r = (int64_t)blockIdx.x * (WARPS / KS) + wid / KS;
+    const int part = wid % KS;
+    const bool live = r < g.rows;
+    const uint8_t *row = g.w + (size_t)(live ? r : 0) * g.row_bytes;
     qargs gr = g;
     if (F == F_MLX4 || F == F_MLX8) {
-        gr.sc = g.sc + r * (g.cols / g.group);
-        gr.bi = g.bi + r * (g.cols / g.group);
+        gr.sc = g.sc + (live ? r : 0) * (g.cols / g.group);
+        gr.bi = g.bi + (live ? r : 0) * (g.cols / g.group);
     }
-    const int64_t units = g.cols / FM::BE * FM::UPB;
+    const int units = live ? (int)(g.cols / FM::BE * FM::UPB) : 0;
+    constexpr int STEP = 32 * KS;
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++)
         acc[t] = 0.0f;
     bool waited = false;
-    for (int64_t u0 = lane; u0 < units; u0 += 32 * FM::U) {
+    for (int u0 = lane + 32 * part; u0 < units; u0 += STEP * FM::U) {
         typename FM::raw w[FM::U];
 #pragma unroll
         for (int k = 0; k < FM::U; k++)
-            if (u0 + 32 * k < units)
-                FM::load(w[k], row, u0 + 32 * k, gr);
+            if (u0 + STEP * k < units)
+                FM::load(w[k], row, u0 + STEP * k, gr);
         if (!waited) {
             pdl_wait();
             waited = true;
         }
 #pragma unroll
-        for (int k = 0; k < FM::U; k++)
-            if (u0 + 32 * k < units) {
+        for (int t = 0; t < NT; t++) {
+            typename FM::av v[FM::U];
+            const uint8_t *a = g.act + (size_t)t * g.ag.stride;
 #pragma unroll
-                for (int t = 0; t < NT; t++)
-                    acc[t] += FM::dot(w[k], g.act + (size_t)t * g.ag.stride, gr, u0 + 32 * k, r);
-            }
+            for (int k = 0; k < FM::U; k++)
+                if (u0 + STEP * k < units)
+                    FM::lda(v[k], a, gr, u0 + STEP * k);
+#pragma unroll
+            for (int k = 0; k < FM::U; k++)
+                if (u0 + STEP * k < units)
+                    acc[t] += FM::dot(w[k], v[k], gr, u0 + STEP * k);
+        }
     }
+    if (!waited) // a lane without units
+        pdl_wait();
+    __shared__ float red[WARPS][NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) {
-        if (!waited) // a lane without units
-            pdl_wait(), waited = true;
         float v = acc[t];
         for (int o = 16; o; o >>= 1)
             v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0)
-            g.y[t * g.ldy + r] = v;
+        if (KS == 1) {
+            if (lane == 0 && live)
+                g.y[t * g.ldy + r] = v;
+        } else if (lane == 0) {
+            red[wid][t] = v;
+        }
+    }
+    if (KS > 1) {
+        __syncthreads();
+        if (part == 0 && lane < NT && live) {
+            float v = red[wid][lane];
+#pragma unroll
+            for (int k = 1; k < KS; k++)
+                v += red[wid + k][lane];
+            g.y[lane * g.ldy + r] = v;
+        }
     }
 }
 
-template <int F, int NT>
+// warps per row: TQ_QGEMV_KS (1, 2, 4) or tq_cuda_qgemv_set_split(); 0 = auto: enough warps for
+// two waves of 64 per SM at batch 1, 1 for batches
+int g_split = -1;
+int split_for(int64_t rows, int nt)
+{
+    if (g_split < 0) {
+        const char *e = getenv("TQ_QGEMV_KS");
+        g_split = e ? atoi(e) : 0;
+    }
+    if (nt > 1)
+        return 1;
+    if (g_split == 1 || g_split == 2 || g_split == 4)
+        return g_split;
+    return rows >= 16384 ? 1 : rows >= 8192 ? 2 : 4;
+}
+
+template <int F, int NT, int KS>
 cudaError_t launch_k(const qargs &g, cudaStream_t s, int pdl)
 {
     cudaLaunchConfig_t c = {};
-    c.gridDim = dim3((unsigned)((g.rows + WARPS - 1) / WARPS));
+    c.gridDim = dim3((unsigned)((g.rows + WARPS / KS - 1) / (WARPS / KS)));
     c.blockDim = dim3(32 * WARPS);
     c.stream = s;
     cudaLaunchAttribute at[1];
@@ -424,17 +492,20 @@ cudaError_t launch_k(const qargs &g, cudaStream_t s, int pdl)
     at[0].val.programmaticStreamSerializationAllowed = 1;
     c.attrs = at;
     c.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&c, qgemv_kernel<F, NT>, g);
+    return cudaLaunchKernelEx(&c, qgemv_kernel<F, NT, KS>, g);
 }
 
 template <int F>
 cudaError_t launch_f(const qargs &g, int nt, cudaStream_t s, int pdl)
 {
     switch (nt) {
-    case 1: return launch_k<F, 1>(g, s, pdl);
-    case 2: return launch_k<F, 2>(g, s, pdl);
-    case 4: return launch_k<F, 4>(g, s, pdl);
-    default: return launch_k<F, 8>(g, s, pdl);
+    case 1: {
+        const int ks = split_for(g.rows, 1);
+        return ks == 4 ? launch_k<F, 1, 4>(g, s, pdl) : ks == 2 ? launch_k<F, 1, 2>(g, s, pdl) : launch_k<F, 1, 1>(g, s, pdl);
+    }
+    case 2: return launch_k<F, 2, 1>(g, s, pdl);
+    case 4: return launch_k<F, 4, 1>(g, s, pdl);
+    default: return launch_k<F, 8, 1>(g, s, pdl);
     }
 }
 
@@ -538,6 +609,11 @@ tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, flo
 }
 
 } // namespace
+
+extern "C" void tq_cuda_qgemv_set_split(int ks)
+{
+    g_split = ks == 1 || ks == 2 || ks == 4 ? ks : 0;
+}
 
 extern "C" tq_status tq_cuda_qgemv_check(const tq_cuda_qmat *m)
 {

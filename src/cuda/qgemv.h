@@ -63,6 +63,11 @@ size_t tq_cuda_qgemv_act_bytes(const tq_cuda_qmat *m, int n);
 tq_status tq_cuda_qgemv(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, float *y,
                         int64_t ldy, void *act, void *stream);
 
+/* tq_cuda_qgemv_set_split() -- warps per row at batch 1 (1, 2 or 4; anything else = automatic:
+ * 4 below 8192 rows, 2 below 16384, else 1) for later calls of this process (benchmarks; also
+ * the environment variable TQ_QGEMV_KS). Not thread-safe against concurrent calls. */
+void tq_cuda_qgemv_set_split(int ks);
+
 /* tq_cuda_qgemv_host() -- the same with host memory (tests): m's pointers are host pointers;
  * copies them and x to the device, runs, copies y back (n tokens, x packed (n, cols), y packed
  * (n, rows)), synchronizes. act_qs (n * cols int8) and act_d (n * cols / block floats, block =

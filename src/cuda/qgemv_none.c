@@ -15,6 +15,11 @@ tq_status tq_cuda_qgemv_check(const tq_cuda_qmat *m)
     return NO_CUDA("tq_cuda_qgemv_check");
 }
 
+void tq_cuda_qgemv_set_split(int ks)
+{
+    (void)ks;
+}
+
 size_t tq_cuda_qgemv_packed_bytes(const tq_cuda_qmat *m)
 {
     (void)m;
