@@ -4,8 +4,9 @@
  * the request it serves. Each loop iteration: admit queued requests into free slots (the free
  * slot whose cached tokens share the longest prefix with the prompt: that prefix is kept, the
  * rest trimmed), drop cancelled requests, then run one step: at most one prompt chunk (--chunk
- * tokens) of one prefilling slot, and the next token of every decoding slot. Sampling, UTF-8
- * assembly and stop strings happen per slot; new text is published to the request under srv.mu.
+ * tokens) of one prefilling slot, and the next token of every decoding slot. Sampling (and the
+ * requested log-probabilities, from the step's raw logits), UTF-8 assembly and stop strings
+ * happen per slot; new text is published to the request under srv.mu.
  * A finished request frees its slot at once; its tokens stay in the slot's cache for reuse. */
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +58,9 @@ static void req_free(srv_req *r)
     tq_sampler_free(r->sampler);
     free(r->text);
     free(r->toks);
+    free(r->lp);
+    free(r->top_id);
+    free(r->top_lp);
     pthread_cond_destroy(&r->cv);
     free(r);
 }
@@ -231,13 +235,24 @@ static void slot_sample(srv *s, srv_slot *sl, const float *logits)
         slot_fail(sl, st, "sampling");
         return;
     }
-    tq_sampler_accept(r->sampler, t);
+    tq_sampler_accept_output(r->sampler, t);
     if (!sl->t_first)
         sl->t_first = srv_now();
     if (!r->ignore_eos && is_eos(s, t)) {
         sl->fin = SRV_FIN_STOP;
         slot_finish_text(sl);
         return;
+    }
+    if (r->logprobs) {
+        /* from the raw logits of this step; r->n_gen <= sl->n_out: the HTTP side does not read
+         * index n_out until publish_locked() moves n_gen past it (under mu) */
+        const int64_t i = sl->n_out;
+        st = tq_logprobs(logits, s->info.vocab_size, t, &r->lp[i], r->top_id + i * r->top_n,
+                         r->top_lp + i * r->top_n, r->top_n);
+        if (st) {
+            slot_fail(sl, st, "logprobs");
+            return;
+        }
     }
     sl->out[sl->n_out++] = t;
     char piece[1024];
