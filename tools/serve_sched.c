@@ -138,7 +138,10 @@ static void slot_setup(srv *s, srv_slot *sl)
         lcp++;
     if (lcp == r->n_prompt)
         lcp--; /* the last prompt token is evaluated again for its logits */
-    tq_session_trim(sl->sess, tq_session_n_past(sl->sess) - lcp);
+    if (tq_session_trim(sl->sess, tq_session_n_past(sl->sess) - lcp)) {
+        tq_session_reset(sl->sess); /* a ring (sliding window) cannot go back that far */
+        lcp = 0;
+    }
     sl->n_toks = lcp;
     sl->n_fed = lcp;
     sl->n_reused = lcp;
