@@ -23,6 +23,7 @@ Rows already measured (their JSON under --out) are reused, so an interrupted run
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -60,7 +61,10 @@ def size_of(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tq", default="build/release/tq")
-    ap.add_argument("--llama-quantize", default="/work/llama-build/bin/llama-quantize")
+    ap.add_argument("--llama-quantize", default=os.environ.get("LLAMA_QUANTIZE", "llama-quantize"),
+                    help="llama.cpp's quantizer (env LLAMA_QUANTIZE; default: on PATH)")
+    ap.add_argument("--wiki", default=os.environ.get("WIKI", TEXTS["wiki"]),
+                    help="WikiText-2 raw test (env WIKI)")
     ap.add_argument("--chunks", type=int, default=32)
     ap.add_argument("--chunks-gemma", type=int, default=None, help="windows for Gemma (default --chunks)")
     ap.add_argument("--threads", type=int, default=2)
@@ -71,6 +75,8 @@ def main():
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    TEXTS["wiki"] = a.wiki
+    lq = shutil.which(a.llama_quantize)
     only = set(a.only.split(","))
     results = []
     nice = ["nice", "-n", "5"]
@@ -112,10 +118,10 @@ def main():
                     cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "gguf", "--type", t,
                            "--force"] + (["--rotate"] if rot else [])
                     cands.append((f"tq GGUF {t}{' +rot' if rot else ''}", "gguf", p, cmd))
-        if "llama" in only and os.path.exists(a.llama_quantize):
+        if "llama" in only and lq:
             for t in GGUF_TYPES:
                 p = os.path.join(d, f"llama_{t}.gguf")
-                cands.append((f"llama-quantize {t}", "llama", p, [a.llama_quantize, f32, p, t, str(a.threads)]))
+                cands.append((f"llama-quantize {t}", "llama", p, [lq, f32, p, t, str(a.threads)]))
         for label, grp, p, cmd in cands:
             if not os.path.exists(p) and not run(nice + cmd, p + ".make.log"):
                 continue
