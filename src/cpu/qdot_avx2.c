@@ -801,9 +801,207 @@ static float dot_f32_q6_k(const void *w, const float *x, int64_t k)
     return finish_f32(acc);
 }
 
+#ifdef QDOT_VNNI
+/* ---- AVX512 tiles of the K formats (R rows x T tokens; T = 1 is the decode matvec) ----------
+ * The super-block integers P and M of qdot.h are exact int32 sums, so any order gives them:
+ * per 64 elements (two 32-groups) vpmaddubsw (unsigned weight x signed activation, pairs; no
+ * int16 saturation: 63 * 127 * 2 < 2^15) and vpdpwssd with the 16-element scales as words
+ * into one zmm per (row, token); Q6_K's weights are taken unsigned (q, not q - 32) and
+ * 32 * sum_s sc[s] * bsums[s] is subtracted. Then the f32 steps of qdot.h, lane = token:
+ * acc += (d * d_a) * (float)P, accm += (dmin * d_a) * (float)M, result acc - accm. */
+enum { KT_R = 4, KT_T = 4 };
+
+/* The 64 weights of group pair j (elements 64j .. 64j+63) of a super-block as unsigned bytes. */
+static inline __attribute__((always_inline)) __m512i kt_q(int F, const uint8_t *b, int j)
+{
+    if (F == TQ_GGML_Q6_K) {
+        const __m512i l = _mm512_loadu_si512((const void *)(b + 64 * (j / 2)));
+        const __m512i lo = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(l, 4) : l,
+                                            _mm512_set1_epi8(0x0f));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * (j / 2)));
+        const int s = 4 * (j & 1);
+        __m512i hv = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        hv = _mm512_srlv_epi16(hv, _mm512_inserti64x4(_mm512_set1_epi16((short)s),
+                                                      _mm256_set1_epi16((short)(s + 2)), 1));
+        hv = _mm512_and_si512(hv, _mm512_set1_epi8(3));
+        return _mm512_or_si512(lo, _mm512_slli_epi16(hv, 4));
+    }
+    const int is5 = F == TQ_GGML_Q5_K;
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(b + (is5 ? 48 : 16) + 32 * j));
+    __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    q = _mm512_and_si512(q, _mm512_set1_epi8(0x0f));
+    if (is5) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(b + 16));
+        __m512i hv = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        hv = _mm512_srlv_epi16(hv, _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * j)),
+                                                      _mm256_set1_epi16((short)(2 * j + 1)), 1));
+        hv = _mm512_and_si512(hv, _mm512_set1_epi8(1));
+        q = _mm512_or_si512(q, _mm512_slli_epi16(hv, 4));
+    }
+    return q;
+}
+
+/* 4 int32 vectors (one per token, 8 lanes) -> their 4 sums. */
+static inline __m128i kt_hsum4(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
+{
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(y0, y1), _mm256_hadd_epi32(y2, y3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+static inline __attribute__((always_inline)) void
+kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
+        const tq_q8k *const *at, float *y, int64_t ldy)
+{
+    const int q6 = F == TQ_GGML_Q6_K;
+    const size_t bs = q6 ? 210 : F == TQ_GGML_Q5_K ? 176 : 144;
+    __m128 acc[KT_R], accm[KT_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        float dav[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        __m128i gs[KT_T]; /* Q4_K/Q5_K: the 8 group sums of each token (words) */
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        {
+            dav[t] = at[t][i].d;
+            gs[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)at[t][i].bsums),
+                                   _mm_loadu_si128((const __m128i *)(at[t][i].bsums + 8)));
+        }
+        const __m128 da = _mm_loadu_ps(dav);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        {
+            const uint8_t *b = w + (size_t)r * row_bytes + (size_t)i * bs;
+            __m512i sw[4];  /* the scale of each 16 elements of group pair j, as 32 words */
+            __m256i sc16;   /* Q6_K: the 16 scales as words */
+            __m128i mn = _mm_setzero_si128();
+            if (q6) {
+                sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+                const __m512i z = _mm512_castsi256_si512(sc16);
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                    sw[j] = _mm512_permutexvar_epi16(
+                        _mm512_inserti64x4(
+                            _mm512_inserti64x4(_mm512_setzero_si512(),
+                                               _mm256_set_m128i(_mm_set1_epi16((short)(4 * j + 1)),
+                                                                _mm_set1_epi16((short)(4 * j))),
+                                               0),
+                            _mm256_set_m128i(_mm_set1_epi16((short)(4 * j + 3)),
+                                             _mm_set1_epi16((short)(4 * j + 2))),
+                            1),
+                        z);
+            } else {
+                uint8_t sc[8], mb[8];
+                scales_mins_k4(b + 4, sc, mb);
+                sc16 = _mm256_setzero_si256();
+                mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mb));
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                    sw[j] = _mm512_inserti64x4(_mm512_set1_epi16(sc[2 * j]),
+                                               _mm256_set1_epi16(sc[2 * j + 1]), 1);
+            }
+            __m512i p[KT_T];
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) p[t] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+            {
+                const __m512i q = kt_q(F, b, j);
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+                {
+                    const __m512i av = _mm512_loadu_si512((const void *)(at[t][i].qs + 64 * j));
+                    p[t] = _mm512_dpwssd_epi32(p[t], _mm512_maddubs_epi16(q, av), sw[j]);
+                }
+            }
+            __m256i yv[4], mv[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            {
+                if (t < T) {
+                    yv[t] = _mm256_add_epi32(_mm512_castsi512_si256(p[t]),
+                                             _mm512_extracti64x4_epi64(p[t], 1));
+                    if (q6) {
+                        const __m256i c = _mm256_madd_epi16(
+                            sc16, _mm256_loadu_si256((const __m256i *)at[t][i].bsums));
+                        yv[t] = _mm256_sub_epi32(yv[t], _mm256_slli_epi32(c, 5));
+                        mv[t] = _mm256_setzero_si256();
+                    } else {
+                        mv[t] = _mm256_castsi128_si256(_mm_madd_epi16(mn, gs[t]));
+                        mv[t] = _mm256_inserti128_si256(mv[t], _mm_setzero_si128(), 1);
+                    }
+                } else {
+                    yv[t] = mv[t] = _mm256_setzero_si256();
+                }
+            }
+            const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
+            const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
+            acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_mul_ps(d, da), P));
+            if (!q6) {
+                const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
+                const __m128 dm = _mm_set1_ps(f16c(b + 2));
+                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_mul_ps(dm, da), M));
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float v[4];
+        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
+    }
+}
+
+typedef void (*kt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nsb,
+                           const tq_q8k *const *at, float *y, int64_t ldy);
+#define KT_TILE_FN(F, R, T, name)                                                                \
+    static void name(const uint8_t *w, size_t row_bytes, int64_t nsb, const tq_q8k *const *at,  \
+                     float *y, int64_t ldy)                                                      \
+    {                                                                                            \
+        kt_tile(F, R, T, w, row_bytes, nsb, at, y, ldy);                                         \
+    }
+
+/* As qt_run, for the K formats. */
+static inline int64_t kt_run(kt_tile_fn fRT, kt_tile_fn fR1, kt_tile_fn f1T, kt_tile_fn f11,
+                             const void *w, size_t row_bytes, int64_t k, const void *act,
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    const int64_t nsb = k / TQ_QKK;
+    const int64_t chunk = qt_chunk_rows(row_bytes);
+    const tq_q8k *a = act;
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+        const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
+        for (int64_t t = 0; t < n; t += KT_T) {
+            const int full = t + KT_T <= n;
+            for (int64_t tt = t; tt < (full ? t + 1 : n); tt++) {
+                const tq_q8k *at[KT_T];
+                for (int q = 0; q < KT_T; q++)
+                    at[q] = a + (full ? t + q : tt) * nsb;
+                const int64_t tb = full ? t : tt;
+                int64_t r = rc;
+                for (; r + KT_R <= re; r += KT_R)
+                    (full ? fRT : fR1)((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb,
+                                       at, y + tb * ldy + r, ldy);
+                for (; r < re; r++)
+                    (full ? f1T : f11)((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb,
+                                       at, y + tb * ldy + r, ldy);
+            }
+        }
+    }
+    return n;
+}
+
+#define KT_FORMAT(F, name)                                                                       \
+    KT_TILE_FN(F, KT_R, KT_T, kt_##name##_rt)                                                    \
+    KT_TILE_FN(F, KT_R, 1, kt_##name##_r1)                                                       \
+    KT_TILE_FN(F, 1, KT_T, kt_##name##_1t)                                                       \
+    KT_TILE_FN(F, 1, 1, kt_##name##_11)                                                          \
+    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
+    {                                                                                            \
+        kt_run(kt_##name##_rt, kt_##name##_r1, kt_##name##_1t, kt_##name##_11, w, row_bytes, k,  \
+               act, n, y, ldy, r0, r1);                                                          \
+    }                                                                                            \
+    DEFINE_MV_F32(name)
+KT_FORMAT(TQ_GGML_Q4_K, q4_k)
+KT_FORMAT(TQ_GGML_Q5_K, q5_k)
+KT_FORMAT(TQ_GGML_Q6_K, q6_k)
+#else
 DEFINE_MV(q4_k, tq_q8k, TQ_QKK)
 DEFINE_MV(q5_k, tq_q8k, TQ_QKK)
 DEFINE_MV(q6_k, tq_q8k, TQ_QKK)
+#endif
 
 #ifdef QDOT_VNNI
 static const tq_qdot_kernels vnni_table = {
