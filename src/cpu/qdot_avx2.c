@@ -801,6 +801,13 @@ static float dot_f32_q6_k(const void *w, const float *x, int64_t k)
     return finish_f32(acc);
 }
 
+/* 4 int32 vectors (one per token, 8 lanes) -> their 4 sums. */
+static inline __m128i kt_hsum4(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
+{
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(y0, y1), _mm256_hadd_epi32(y2, y3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 #ifdef QDOT_VNNI
 /* ---- AVX512 tiles of the K formats (R rows x T tokens; T = 1 is the decode matvec) ----------
  * The super-block integers P and M of qdot.h are exact int32 sums, so any order gives them:
@@ -839,13 +846,6 @@ static inline __attribute__((always_inline)) __m512i kt_q(int F, const uint8_t *
         q = _mm512_or_si512(q, _mm512_slli_epi16(hv, 4));
     }
     return q;
-}
-
-/* 4 int32 vectors (one per token, 8 lanes) -> their 4 sums. */
-static inline __m128i kt_hsum4(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
-{
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(y0, y1), _mm256_hadd_epi32(y2, y3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 static inline __attribute__((always_inline)) void
@@ -943,6 +943,99 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
     }
 }
 
+#else
+/* ---- AVX2 tiles of the K formats: as the AVX512 ones, per 32 elements vpmaddubsw + vpmaddwd
+ * with the scale words + vpaddd into one ymm per (row, token); 2 rows x 4 tokens. ---------- */
+enum { KT_R = 2, KT_T = 4 };
+
+static inline __attribute__((always_inline)) void
+kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
+        const tq_q8k *const *at, float *y, int64_t ldy)
+{
+    const int q6 = F == TQ_GGML_Q6_K;
+    const int is5 = F == TQ_GGML_Q5_K;
+    const size_t bs = q6 ? 210 : is5 ? 176 : 144;
+    __m128 acc[KT_R], accm[KT_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        float dav[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        __m128i gs[KT_T];
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        {
+            dav[t] = at[t][i].d;
+            gs[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)at[t][i].bsums),
+                                   _mm_loadu_si128((const __m128i *)(at[t][i].bsums + 8)));
+        }
+        const __m128 da = _mm_loadu_ps(dav);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        {
+            const uint8_t *b = w + (size_t)r * row_bytes + (size_t)i * bs;
+            uint8_t sc[8], mb[8];
+            __m128i mn = _mm_setzero_si128();
+            __m256i sc16 = _mm256_setzero_si256();
+            if (q6) {
+                sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+            } else {
+                scales_mins_k4(b + 4, sc, mb);
+                mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mb));
+            }
+            const __m256i qh = is5 ? _mm256_loadu_si256((const __m256i *)(b + 16))
+                                   : _mm256_setzero_si256();
+            __m256i p[KT_T];
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) p[t] = _mm256_setzero_si256();
+            for (int g = 0; g < 8; g++) {
+                __m256i q, sw;
+                if (q6) {
+                    const int8_t *s8 = (const int8_t *)(b + 192);
+                    q = q6_chunk(b, g);
+                    sw = _mm256_set_m128i(_mm_set1_epi16(s8[2 * g + 1]), _mm_set1_epi16(s8[2 * g]));
+                } else {
+                    q = k_group(b + (is5 ? 48 : 16), qh, is5, g);
+                    sw = _mm256_set1_epi16(sc[g]);
+                }
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+                {
+                    const __m256i av = _mm256_loadu_si256((const __m256i *)(at[t][i].qs + 32 * g));
+                    p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sw));
+                }
+            }
+            __m256i yv[4], mv[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            {
+                if (t < T) {
+                    yv[t] = p[t];
+                    if (q6) {
+                        const __m256i c = _mm256_madd_epi16(
+                            sc16, _mm256_loadu_si256((const __m256i *)at[t][i].bsums));
+                        yv[t] = _mm256_sub_epi32(yv[t], _mm256_slli_epi32(c, 5));
+                        mv[t] = _mm256_setzero_si256();
+                    } else {
+                        mv[t] = _mm256_inserti128_si256(
+                            _mm256_castsi128_si256(_mm_madd_epi16(mn, gs[t])), _mm_setzero_si128(), 1);
+                    }
+                } else {
+                    yv[t] = mv[t] = _mm256_setzero_si256();
+                }
+            }
+            const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
+            const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
+            acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_mul_ps(d, da), P));
+            if (!q6) {
+                const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
+                const __m128 dm = _mm_set1_ps(f16c(b + 2));
+                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_mul_ps(dm, da), M));
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float v[4];
+        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
+    }
+}
+#endif
+
 typedef void (*kt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nsb,
                            const tq_q8k *const *at, float *y, int64_t ldy);
 #define KT_TILE_FN(F, R, T, name)                                                                \
@@ -997,11 +1090,6 @@ static inline int64_t kt_run(kt_tile_fn fRT, kt_tile_fn fR1, kt_tile_fn f1T, kt_
 KT_FORMAT(TQ_GGML_Q4_K, q4_k)
 KT_FORMAT(TQ_GGML_Q5_K, q5_k)
 KT_FORMAT(TQ_GGML_Q6_K, q6_k)
-#else
-DEFINE_MV(q4_k, tq_q8k, TQ_QKK)
-DEFINE_MV(q5_k, tq_q8k, TQ_QKK)
-DEFINE_MV(q6_k, tq_q8k, TQ_QKK)
-#endif
 
 #ifdef QDOT_VNNI
 static const tq_qdot_kernels vnni_table = {
