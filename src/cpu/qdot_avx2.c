@@ -488,48 +488,41 @@ qt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nb,
 typedef void (*qt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nb,
                            const tq_q8a *const *at, float *y, int64_t ldy);
 #define QT_FORMAT(F, name)                                                                       \
-    QT_TILE_FN(F, QT_R, QT_T, qt_##name##_44)                                                          \
-    QT_TILE_FN(F, QT_R, 1, qt_##name##_41)                                                          \
-    QT_TILE_FN(F, 1, QT_T, qt_##name##_14)                                                          \
-    QT_TILE_FN(F, 1, 1, qt_##name##_11)                                                          \
+    QT_TILE_FN(F, QT_R, QT_T, qt_##name##_rt)                                                    \
+    QT_TILE_FN(F, 1, QT_T, qt_##name##_1t)                                                       \
     static int64_t tile_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,   \
                                   int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)      \
     {                                                                                            \
-        return qt_run(qt_##name##_44, qt_##name##_41, qt_##name##_14, qt_##name##_11, w,         \
-                      row_bytes, k, act, n, y, ldy, r0, r1);                                     \
+        return qt_run(qt_##name##_rt, qt_##name##_1t, w, row_bytes, k, act, n, y, ldy, r0, r1);  \
     }
 
-/* Every row and token through tiles: chunks of rows, token tiles of 4 (then 1), row tiles of 4
- * (then 1). Returns n (all tokens done). */
-static inline int64_t qt_run(qt_tile_fn f44, qt_tile_fn f41, qt_tile_fn f14, qt_tile_fn f11,
-                             const void *w, size_t row_bytes, int64_t k, const void *act,
-                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+/* Full token tiles of every row: chunks of rows, token tiles of QT_T, row tiles of QT_R (then
+ * 1). Returns the tokens done (n rounded down to QT_T); mv1 does the rest: one token through
+ * a 4 x 1 tile was slower than mv1's dot (qdot_bench -n 1, 65536 x 640 Q8_0: 8.4 vs 2.4 ms). */
+static inline int64_t qt_run(qt_tile_fn fRT, qt_tile_fn f1T, const void *w, size_t row_bytes,
+                             int64_t k, const void *act, int64_t n, float *y, int64_t ldy,
+                             int64_t r0, int64_t r1)
 {
     const int64_t nb = k / TQ_QK;
     const int64_t chunk = qt_chunk_rows(row_bytes);
+    const int64_t nt = n - n % QT_T;
     const tq_q8a *a = act;
     for (int64_t rc = r0; rc < r1; rc += chunk) {
         const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
-        int64_t t = 0;
-        for (; t < n; t += QT_T) {
-            const int full = t + QT_T <= n;
-            const int64_t tn = full ? QT_T : 1;
-            for (int64_t tt = t; tt < (full ? t + 1 : n); tt++) {
-                const tq_q8a *at[QT_T];
-                for (int q = 0; q < QT_T; q++)
-                    at[q] = a + (full ? t + q : tt) * nb;
-                const int64_t t_base = full ? t : tt;
-                int64_t r = rc;
-                for (; r + QT_R <= re; r += QT_R)
-                    (tn == QT_T ? f44 : f41)((const uint8_t *)w + (size_t)r * row_bytes,
-                                             row_bytes, nb, at, y + t_base * ldy + r, ldy);
-                for (; r < re; r++)
-                    (tn == QT_T ? f14 : f11)((const uint8_t *)w + (size_t)r * row_bytes,
-                                             row_bytes, nb, at, y + t_base * ldy + r, ldy);
-            }
+        for (int64_t t = 0; t < nt; t += QT_T) {
+            const tq_q8a *at[QT_T];
+            for (int q = 0; q < QT_T; q++)
+                at[q] = a + (t + q) * nb;
+            int64_t r = rc;
+            for (; r + QT_R <= re; r += QT_R)
+                fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
+                    ldy);
+            for (; r < re; r++)
+                f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
+                    ldy);
         }
     }
-    return n;
+    return nt;
 }
 QT_FORMAT(TQ_GGML_Q8_0, q8_0)
 QT_FORMAT(TQ_GGML_Q4_0, q4_0)
@@ -1045,46 +1038,43 @@ typedef void (*kt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nsb,
         kt_tile(F, R, T, w, row_bytes, nsb, at, y, ldy);                                         \
     }
 
-/* As qt_run, for the K formats. */
-static inline int64_t kt_run(kt_tile_fn fRT, kt_tile_fn fR1, kt_tile_fn f1T, kt_tile_fn f11,
-                             const void *w, size_t row_bytes, int64_t k, const void *act,
-                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+/* As qt_run, for the K formats; the tokens past the last full tile go through the dot. */
+static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, const void *w,
+                          size_t row_bytes, int64_t k, const void *act, int64_t n, float *y,
+                          int64_t ldy, int64_t r0, int64_t r1)
 {
     const int64_t nsb = k / TQ_QKK;
     const int64_t chunk = qt_chunk_rows(row_bytes);
+    const int64_t nt = n - n % KT_T;
     const tq_q8k *a = act;
     for (int64_t rc = r0; rc < r1; rc += chunk) {
         const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
-        for (int64_t t = 0; t < n; t += KT_T) {
-            const int full = t + KT_T <= n;
-            for (int64_t tt = t; tt < (full ? t + 1 : n); tt++) {
-                const tq_q8k *at[KT_T];
-                for (int q = 0; q < KT_T; q++)
-                    at[q] = a + (full ? t + q : tt) * nsb;
-                const int64_t tb = full ? t : tt;
-                int64_t r = rc;
-                for (; r + KT_R <= re; r += KT_R)
-                    (full ? fRT : fR1)((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb,
-                                       at, y + tb * ldy + r, ldy);
-                for (; r < re; r++)
-                    (full ? f1T : f11)((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb,
-                                       at, y + tb * ldy + r, ldy);
-            }
+        for (int64_t t = 0; t < nt; t += KT_T) {
+            const tq_q8k *at[KT_T];
+            for (int q = 0; q < KT_T; q++)
+                at[q] = a + (t + q) * nsb;
+            int64_t r = rc;
+            for (; r + KT_R <= re; r += KT_R)
+                fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
+                    y + t * ldy + r, ldy);
+            for (; r < re; r++)
+                f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
+                    y + t * ldy + r, ldy);
         }
     }
-    return n;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t t = nt; t < n; t++)
+            y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, a + t * nsb, k);
 }
 
 #define KT_FORMAT(F, name)                                                                       \
     KT_TILE_FN(F, KT_R, KT_T, kt_##name##_rt)                                                    \
-    KT_TILE_FN(F, KT_R, 1, kt_##name##_r1)                                                       \
     KT_TILE_FN(F, 1, KT_T, kt_##name##_1t)                                                       \
-    KT_TILE_FN(F, 1, 1, kt_##name##_11)                                                          \
     static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
     {                                                                                            \
-        kt_run(kt_##name##_rt, kt_##name##_r1, kt_##name##_1t, kt_##name##_11, w, row_bytes, k,  \
-               act, n, y, ldy, r0, r1);                                                          \
+        kt_run(kt_##name##_rt, kt_##name##_1t, dot_q8_##name, w, row_bytes, k, act, n, y, ldy,   \
+               r0, r1);                                                                          \
     }                                                                                            \
     DEFINE_MV_F32(name)
 KT_FORMAT(TQ_GGML_Q4_K, q4_k)
