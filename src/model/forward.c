@@ -21,7 +21,7 @@
 static tq_be_mat mat(const tq_fwd_weights *fw, const void *w, const tq_qmat *q, int64_t rows,
                      int64_t cols)
 {
-    return (tq_be_mat){w, fw->wtype, q, rows, cols};
+    return (tq_be_mat){w, fw->wtype, q && q->f ? q : NULL, rows, cols}; /* native: block rows */
 }
 
 tq_status tq_forward_run(const tq_fwd_weights *fw, const tq_backend *be, void *ctx,
