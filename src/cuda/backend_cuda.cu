@@ -186,13 +186,20 @@ __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const 
         xs[i] = __float2bfloat16(v);
     }
     __syncthreads();
-    int k = 0, b0 = 0;
-    while (k < o.n - 1 && (int)blockIdx.x >= o.blk_end[k])
-        b0 = o.blk_end[k++];
+    // this block's output, selected with constant indices (a dynamically indexed kernel
+    // parameter would be copied to local memory by every thread)
+    const __nv_bfloat16 *wk = o.w[0];
+    float *yk = o.y[0];
+    int rows = o.rows[0], acck = o.acc[0], b0 = 0;
+#pragma unroll
+    for (int j = 1; j < 4; j++)
+        if (j < o.n && (int)blockIdx.x >= o.blk_end[j - 1]) {
+            wk = o.w[j], yk = o.y[j], rows = o.rows[j], acck = o.acc[j], b0 = o.blk_end[j - 1];
+        }
     const int row = ((int)blockIdx.x - b0) * 8 + wid;
-    if (row >= o.rows[k])
+    if (row >= rows)
         return;
-    const uint4 *wr = reinterpret_cast<const uint4 *>(o.w[k] + (size_t)row * cols);
+    const uint4 *wr = reinterpret_cast<const uint4 *>(wk + (size_t)row * cols);
     const uint4 *xr = reinterpret_cast<const uint4 *>(xs);
     float acc = 0.0f;
     for (int i = lane; i < cols / 8; i += 32) {
@@ -209,7 +216,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const 
     for (int off = 16; off; off >>= 1)
         acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0)
-        o.y[k][row] = o.acc[k] ? o.y[k][row] + acc : acc;
+        yk[row] = acck ? yk[row] + acc : acc;
 }
 
 __global__ void bias_kernel(float *y, const float *b, int64_t total, int width)
@@ -250,7 +257,6 @@ tq_status be_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, flo
         return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend: embedding lookup takes bf16 rows and <= %d tokens", b->max_n);
     TQC_CUDA(cudaMemcpyAsync(b->tok, tok, (size_t)n * 4, cudaMemcpyHostToDevice, b->stream));
     embed_kernel<<<n, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, b->tok, (int)e->cols, scale, x);
-    TQC_CUDA(cudaGetLastError());
     return TQ_OK;
 }
 
@@ -259,7 +265,6 @@ void be_rmsnorm(void *ctx, float *o, const float *x, const float *w, int64_t row
     tqc_be *b = (tqc_be *)ctx;
     if (rows > 0)
         rmsnorm_kernel<<<(unsigned)rows, width >= 256 ? 256 : 128, 0, b->stream>>>(o, x, w, width, eps, p1);
-    BE_TRY(b, cudaGetLastError());
 }
 
 template <int PRE>
@@ -305,7 +310,6 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
         case TQ_BE_PRE_GELU: launch_gemv<TQ_BE_PRE_GELU>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
         default: launch_gemv<TQ_BE_PRE_NONE>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
         }
-        TQC_CUDA(cudaGetLastError());
     } else {
         switch (a->pre) {
         case TQ_BE_PRE_NORM: launch_pre<TQ_BE_PRE_NORM>(b, a, aux); break;
@@ -313,7 +317,6 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
         case TQ_BE_PRE_GELU: launch_pre<TQ_BE_PRE_GELU>(b, a, aux); break;
         default: launch_pre<TQ_BE_PRE_NONE>(b, a, aux); break;
         }
-        TQC_CUDA(cudaGetLastError());
         for (int i = 0; i < a->n_out; i++) {
             const tq_be_out *o = &a->out[i];
             const int rows = (int)o->w.rows;
@@ -332,7 +335,6 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
         const int rows = (int)a->out[0].w.rows;
         add_norm_kernel<<<n, 256, 0, b->stream>>>(a->res, a->out[0].y, a->out[0].ldy, a->post_norm, rows, a->eps,
                                                    a->plus_one);
-        TQC_CUDA(cudaGetLastError());
     }
     return TQ_OK;
 }
@@ -341,7 +343,6 @@ void be_bias(void *ctx, float *y, const float *bv, int64_t n, int width)
 {
     tqc_be *b = (tqc_be *)ctx;
     bias_kernel<<<blocks_for(n * width), 256, 0, b->stream>>>(y, bv, n * width, width);
-    BE_TRY(b, cudaGetLastError());
 }
 
 void be_rope(void *ctx, float *q, int nh, float *k, int nkv, int64_t n, int hd, int rd, const float *inv_freq,
@@ -350,7 +351,6 @@ void be_rope(void *ctx, float *q, int nh, float *k, int nkv, int64_t n, int hd, 
     tqc_be *b = (tqc_be *)ctx;
     if (n > 0 && rd >= 2)
         rope_kernel<<<(unsigned)n, 256, 0, b->stream>>>(q, nh, k, nkv, hd, rd, inv_freq, pos0);
-    BE_TRY(b, cudaGetLastError());
 }
 
 tq_status be_attend(void *ctx, void *kvp, int il, int64_t pos0, const float *k, const float *v, const float *q,
@@ -371,7 +371,6 @@ void be_softcap(void *ctx, float *y, int64_t n, float c)
 {
     tqc_be *b = (tqc_be *)ctx;
     softcap_kernel<<<blocks_for(n), 256, 0, b->stream>>>(y, n, c);
-    BE_TRY(b, cudaGetLastError());
 }
 
 } // namespace
@@ -454,6 +453,7 @@ extern "C" void tqc_be_dfree(void *p)
 
 extern "C" tq_status tqc_be_status(tqc_be *b)
 {
+    BE_TRY(b, cudaGetLastError()); // a failed launch of any op since the last call
     const tq_status st = b->err;
     b->err = TQ_OK;
     return st;

@@ -5,7 +5,8 @@
  * the format table, unused today). Decode (n = 1) products are fused GEMV kernels (the input
  * transform -- RMSNorm, SiLU/GELU gate -- staged in shared memory, every output of a job in one
  * launch, the residual add folded in); prefill products are cuBLAS GEMMs over bf16 inputs.
- * The ops that return nothing record the first failure, read with tqc_be_status().
+ * Launches are not checked one by one (host time per step): tqc_be_status(), which the session
+ * calls after each forward, reports the first failed launch or op since its last call.
  * Builds without CUDA (cuda_none.c): tqc_be_create() fails with TQ_E_UNSUPPORTED. */
 #ifndef TQ_BACKEND_CUDA_H
 #define TQ_BACKEND_CUDA_H
