@@ -1,7 +1,9 @@
 /* test_sample.c -- the sampler against distributions whose answers are known by construction:
  * greedy = argmax (ties to the lower id), top-k/top-p/min-p keep exactly the right sets (checked
  * against a brute-force sort in this file), temperature-scaled frequencies match the softmax,
- * the repetition penalty and its window, seeds, bad parameters, and no allocation per token. */
+ * the repetition penalty and its window, presence/frequency penalties (hand-computed logits),
+ * tq_logprobs (log-softmax and top list vs a double-precision computation here), seeds, bad
+ * parameters, and no allocation per token. */
 #include <float.h>
 
 #include "core/rng.h"
@@ -315,6 +317,144 @@ int main(int argc, char **argv)
         tq_sampler_free(s);
     }
 
+    /* presence / frequency penalties (OpenAI): logit -= presence * [c > 0] + frequency * c over
+     * the tokens accepted as output; prompt tokens (tq_sampler_accept) are not counted */
+    {
+        const float l[5] = {3.0f, 2.5f, 1.0f, -0.5f, 0.0f};
+        tq_sampler_params p = tq_sampler_params_default();
+        p.temperature = 1.0f;
+        p.presence_penalty = 0.5f;
+        p.frequency_penalty = 0.25f;
+        tq_sampler *s;
+        CHECK(tq_sampler_create(&p, 5, &s) == TQ_OK, "create presence/frequency sampler: %s",
+              tq_last_error());
+        tq_sampler_accept(s, 1); /* prompt: no effect */
+        tq_sampler_accept(s, 2);
+        int w0[5] = {0, 1, 2, 4, 3};
+        check_kept(s, l, 1.0f, w0, 5, "prompt tokens are not penalised");
+        /* output 0, 0, 3, 0: counts 0:3, 3:1 -> 3 - (.5 + .75) = 1.75, -.5 - (.5 + .25) = -1.25 */
+        tq_sampler_accept_output(s, 0);
+        tq_sampler_accept_output(s, 0);
+        tq_sampler_accept_output(s, 3);
+        tq_sampler_accept_output(s, 0);
+        const float pen[5] = {1.75f, 2.5f, 1.0f, -1.25f, 0.0f};
+        int w1[5] = {1, 0, 2, 4, 3};
+        check_kept_ref(s, l, pen, 1.0f, w1, 5, "presence .5, frequency .25, counts {0:3, 3:1}");
+        tq_sampler_reset(s); /* counts cleared */
+        check_kept(s, l, 1.0f, w0, 5, "after reset");
+        tq_sampler_free(s);
+
+        /* negative values encourage repeats; with temperature 2 the penalty comes first */
+        p.presence_penalty = -1.0f;
+        p.frequency_penalty = -2.0f;
+        p.temperature = 2.0f;
+        CHECK(tq_sampler_create(&p, 5, &s) == TQ_OK, "create negative penalties");
+        tq_sampler_accept_output(s, 4);
+        tq_sampler_accept_output(s, 4); /* 0 - (-1 - 4) = 5 */
+        const float pen2[5] = {3.0f, 2.5f, 1.0f, -0.5f, 5.0f};
+        int w2[5] = {4, 0, 1, 2, 3};
+        check_kept_ref(s, l, pen2, 2.0f, w2, 5, "presence -1, frequency -2, count {4:2}, T 2");
+        tq_sampler_free(s);
+
+        /* with the repetition penalty as well: it applies first (3 / 2 = 1.5), then 1.5 - 1 */
+        p = tq_sampler_params_default();
+        p.repeat_penalty = 2.0f;
+        p.frequency_penalty = 1.0f;
+        CHECK(tq_sampler_create(&p, 5, &s) == TQ_OK, "create penalty + frequency");
+        int32_t tok = -1;
+        tq_sampler_accept_output(s, 0);
+        const float pen3[5] = {0.5f, 2.5f, 1.0f, -0.5f, 0.0f};
+        int w3[5] = {1};
+        check_kept_ref(s, l, pen3, 1.0f, w3, 1, "greedy after repeat 2 + frequency 1");
+        CHECK(tq_sampler_sample(s, l, &tok) == TQ_OK && tok == 1, "greedy picks 1: %d", tok);
+        tq_sampler_free(s);
+
+        /* ranges: -2..2 */
+        const tq_sampler_params d = tq_sampler_params_default();
+        const float bad[4] = {2.01f, -2.5f, NAN, INFINITY};
+        for (int i = 0; i < 4; i++) {
+            p = d, p.presence_penalty = bad[i];
+            s = NULL;
+            CHECK(tq_sampler_create(&p, 5, &s) == TQ_E_ARG &&
+                      strstr(tq_last_error(), "presence_penalty"),
+                  "presence_penalty %g accepted", (double)bad[i]);
+            p = d, p.frequency_penalty = bad[i];
+            CHECK(tq_sampler_create(&p, 5, &s) == TQ_E_ARG &&
+                      strstr(tq_last_error(), "frequency_penalty"),
+                  "frequency_penalty %g accepted", (double)bad[i]);
+        }
+        p = d, p.presence_penalty = 2.0f, p.frequency_penalty = -2.0f;
+        CHECK(tq_sampler_create(&p, 5, &s) == TQ_OK, "the ends of the range are accepted");
+        tq_sampler_free(s);
+    }
+
+    /* tq_logprobs: log-softmax of the raw row in double, top list in (logit desc, id asc) order */
+    {
+        enum { V = 3000, K = 20 };
+        static float l[V];
+        for (int it = 0; it < 20; it++) {
+            for (int i = 0; i < V; i++)
+                l[i] = tq_rng_normal(&r) * 4;
+            if (it % 2)
+                l[17] = l[2500] = l[900] = 30.0f; /* a three-way tie at the top */
+            if (it % 3 == 0)
+                l[5] = NAN, l[6] = -INFINITY;
+            double m = -INFINITY, z = 0;
+            for (int i = 0; i < V; i++)
+                if (!isnan(l[i]) && l[i] > m)
+                    m = l[i];
+            for (int i = 0; i < V; i++)
+                if (!isnan(l[i]))
+                    z += exp((double)l[i] - m);
+            const double lz = m + log(z);
+            static int ord[V];
+            for (int i = 0; i < V; i++)
+                if (isnan(l[i]))
+                    l[i] = -INFINITY; /* the brute-force order needs a total order */
+            order(l, V, ord);
+            if (it % 3 == 0)
+                l[5] = NAN;
+            int32_t ids[K];
+            float lp[K], lt = 0;
+            const int32_t tok = (int32_t)(tq_rng_u64(&r) % V);
+            CHECK(tq_logprobs(l, V, tok, &lt, ids, lp, K) == TQ_OK, "logprobs: %s",
+                  tq_last_error());
+            const double want = isnan(l[tok]) || l[tok] == -INFINITY ? -INFINITY : l[tok] - lz;
+            CHECK(fabs(lt - want) < 1e-5 || (isinf(want) && lt == -INFINITY),
+                  "round %d: log p(%d) = %g, want %g", it, tok, (double)lt, want);
+            int ok = 1;
+            for (int j = 0; j < K; j++)
+                ok &= ids[j] == ord[j] && fabs(lp[j] - (l[ord[j]] - lz)) < 1e-5;
+            CHECK(ok, "round %d: top %d list differs from the sorted row", it, K);
+            if (it % 2)
+                CHECK(ids[0] == 17 && ids[1] == 900 && ids[2] == 2500, "tie order %d %d %d",
+                      ids[0], ids[1], ids[2]);
+            double sum = 0; /* probabilities of the whole row add up to 1 */
+            for (int i = 0; i < V; i++) {
+                float x = 0;
+                tq_logprobs(l, V, i, &x, NULL, NULL, 0);
+                sum += exp((double)x);
+            }
+            CHECK(fabs(sum - 1.0) < 1e-4, "round %d: probabilities sum to %.7f", it, sum);
+        }
+        /* a row of two: log(1/(1+e^-1)) by hand, k = n_vocab, NaN last */
+        const float two[3] = {1.0f, 0.0f, NAN};
+        int32_t ids[3];
+        float lp[3], x = 0;
+        CHECK(tq_logprobs(two, 3, 1, &x, ids, lp, 3) == TQ_OK, "row of two");
+        CHECK(fabs(x - (-1.0 - log(1.0 + exp(-1.0)))) < 1e-6 && ids[0] == 0 && ids[1] == 1 &&
+                  ids[2] == 2 && fabs(lp[0] - (-log(1.0 + exp(-1.0)))) < 1e-6 &&
+                  lp[2] == -INFINITY,
+              "row of two: %g [%d %d %d] %g %g", (double)x, ids[0], ids[1], ids[2],
+              (double)lp[0], (double)lp[2]);
+        const float none[2] = {NAN, -INFINITY};
+        CHECK(tq_logprobs(none, 2, 0, &x, NULL, NULL, 0) == TQ_E_ARG, "no finite logit");
+        CHECK(tq_logprobs(two, 3, 3, &x, NULL, NULL, 0) == TQ_E_ARG, "token out of range");
+        CHECK(tq_logprobs(two, 3, -1, NULL, ids, lp, 4) == TQ_E_ARG, "k > n_vocab");
+        CHECK(tq_logprobs(two, 3, -1, NULL, NULL, lp, 1) == TQ_E_ARG, "NULL ids");
+        CHECK(tq_logprobs(NULL, 3, 0, &x, NULL, NULL, 0) == TQ_E_ARG, "NULL logits");
+    }
+
     /* no allocation per token, even with every stage on */
     {
         enum { V = 49152 };
@@ -327,6 +467,8 @@ int main(int argc, char **argv)
         p.top_p = 0.9f;
         p.min_p = 0.01f;
         p.repeat_penalty = 1.1f;
+        p.presence_penalty = 0.3f;
+        p.frequency_penalty = 0.2f;
         p.seed = t_seed;
         tq_sampler *s;
         tq_sampler_create(&p, V, &s);
@@ -334,9 +476,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < 100; i++) {
             int32_t t;
             tq_sampler_sample(s, l, &t);
-            tq_sampler_accept(s, t);
+            tq_sampler_accept_output(s, t);
         }
+        tq_sampler_reset(s);
         p.top_k = 0; /* top-p alone over the full vocabulary */
+        p.presence_penalty = p.frequency_penalty = 0.0f;
         tq_sampler *s2;
         tq_sampler_create(&p, V, &s2);
         uint64_t before2 = tq_alloc_count();

@@ -5,12 +5,21 @@
  * to the plain answer, [DONE] last), the prompt cache count, tokenize/detokenize, metrics, the
  * API key, and bad requests: malformed JSON, wrong types, unknown model, empty messages, a body
  * over the limit, max_tokens 1e9, a prompt over the context, n = 2, unknown paths and methods;
- * the server must still answer afterwards and exit 0 on SIGTERM. --prompt-cache-dir: restored
+ * the server must still answer afterwards and exit 0 on SIGTERM. logprobs (chat, completions,
+ * streamed) against the log-softmax of the library's own logits computed here;
+ * presence/frequency penalties against a greedy loop applying OpenAI's rule here. Robustness:
+ * 200 connections opened at once (200 or 503 each, then still serving), clients that send half
+ * a request and stall (closed after --timeout while others are served). --prompt-cache-dir: restored
  * after a restart, refused for another --kv, loadable after kill -9 mid-write. Startup refusals: --parallel x
  * --ctx over --kv-mem, an unknown --kv scheme. Skips (77) when curl is not installed. */
+#include <arpa/inet.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli_run.h"
 #include "turboquant.h"
@@ -247,11 +256,6 @@ static int start_server_x(const char *const *extra)
     return -1;
 }
 
-static int start_server(void)
-{
-    return start_server_x(NULL);
-}
-
 static void stop_server(int sig)
 {
     int st = 0;
@@ -269,6 +273,473 @@ static int cached_of(const resp *r)
     const int n = c ? json_object_get_int(c) : -1;
     json_object_put(o);
     return n;
+}
+
+/* ---- logprobs and penalties: the oracle is the library's own logits, processed here ------- */
+
+/* rows[i] = the 256 logits after prompt + toks[0..i) (f32 cache, 1 thread, as the server) */
+static void oracle_rows(const int32_t *prompt, int n, const int32_t *toks, int n_tok, float *rows)
+{
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.n_threads = 1;
+    tq_model *m = NULL;
+    tq_session *s = NULL;
+    CHECK(tq_model_load(MODEL, &mo, &m) == TQ_OK, "load: %s", tq_last_error());
+    tq_session_opts so;
+    tq_session_opts_default(&so);
+    tq_kv_scheme_parse("f32", &so.kv);
+    CHECK(tq_session_create(m, &so, &s) == TQ_OK, "session: %s", tq_last_error());
+    CHECK(tq_session_eval(s, prompt, n, rows) == TQ_OK, "eval");
+    for (int i = 1; i < n_tok; i++)
+        CHECK(tq_session_eval(s, &toks[i - 1], 1, rows + (size_t)i * 256) == TQ_OK, "eval");
+    tq_session_free(s);
+    tq_model_free(m);
+}
+
+/* log-softmax of one row in double; ord = ids by logit descending, ties by lower id */
+static void log_softmax(const float *l, double *lp, int *ord)
+{
+    double m = l[0], z = 0;
+    for (int v = 1; v < 256; v++)
+        m = l[v] > m ? l[v] : m;
+    for (int v = 0; v < 256; v++)
+        z += exp((double)l[v] - m);
+    for (int v = 0; v < 256; v++) {
+        lp[v] = (double)l[v] - m - log(z);
+        ord[v] = v;
+    }
+    for (int i = 1; i < 256; i++) /* insertion sort: stable, so equal logits keep id order */
+        for (int j = i; j > 0 && l[ord[j]] > l[ord[j - 1]]; j--) {
+            int x = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = x;
+        }
+}
+
+/* the JSON string a one-byte token b has (the byte tokenizer: token b is byte b) */
+static void byte_str(int b, char *out)
+{
+    if (b < 0x80) {
+        out[0] = (char)b;
+        out[1] = 0;
+    } else {
+        strcpy(out, "\xef\xbf\xbd"); /* a lone byte >= 0x80 is not UTF-8: U+FFFD */
+    }
+}
+
+/* the logprobs object lo (chat or completions shape) of n tokens toks with top k, against the
+ * oracle rows; first = index of toks[0] in rows */
+static void check_logprobs(json_object *lo, int chat, const int32_t *toks, int n, int k,
+                           const float *rows, const char *what)
+{
+    double lp[256];
+    int ord[256];
+    const int fails0 = t_fail;
+    json_object *content = NULL, *tk = NULL, *tl = NULL, *tp = NULL, *to = NULL;
+    if (chat)
+        CHECK(lo && json_object_object_get_ex(lo, "content", &content) &&
+                  (int)json_object_array_length(content) == n,
+              "%s: logprobs.content has not %d entries: %s", what, n,
+              lo ? json_object_to_json_string(lo) : "null");
+    else
+        CHECK(lo && json_object_object_get_ex(lo, "tokens", &tk) &&
+                  json_object_object_get_ex(lo, "token_logprobs", &tl) &&
+                  json_object_object_get_ex(lo, "top_logprobs", &tp) &&
+                  json_object_object_get_ex(lo, "text_offset", &to) &&
+                  (int)json_object_array_length(tk) == n && (int)json_object_array_length(tl) == n &&
+                  (int)json_object_array_length(tp) == n && (int)json_object_array_length(to) == n,
+              "%s: logprobs {tokens, token_logprobs, top_logprobs, text_offset} of %d: %s", what,
+              n, lo ? json_object_to_json_string(lo) : "null");
+    if (t_fail != fails0)
+        return;
+    double worst = 0;
+    int off = 0;
+    for (int i = 0; i < n; i++) {
+        log_softmax(rows + (size_t)i * 256, lp, ord);
+        const int id = toks[i];
+        char want[8];
+        byte_str(id, want);
+        if (chat) {
+            json_object *e = json_object_array_get_idx(content, (size_t)i), *x, *b, *top;
+            CHECK(json_object_object_get_ex(e, "token", &x) &&
+                      !strcmp(json_object_get_string(x), want),
+                  "%s: token %d string", what, i);
+            CHECK(json_object_object_get_ex(e, "bytes", &b) && json_object_array_length(b) == 1 &&
+                      json_object_get_int(json_object_array_get_idx(b, 0)) == id,
+                  "%s: token %d bytes (want [%d])", what, i, id);
+            CHECK(json_object_object_get_ex(e, "logprob", &x), "%s: token %d logprob", what, i);
+            worst = fmax(worst, fabs(json_object_get_double(x) - lp[id]));
+            CHECK(json_object_object_get_ex(e, "top_logprobs", &top) &&
+                      (int)json_object_array_length(top) == k,
+                  "%s: token %d: top_logprobs of %d", what, i, k);
+            for (int j = 0; j < k && t_fail == fails0; j++) {
+                json_object *te = json_object_array_get_idx(top, (size_t)j), *tb, *tv;
+                CHECK(json_object_object_get_ex(te, "bytes", &tb) &&
+                          json_object_get_int(json_object_array_get_idx(tb, 0)) == ord[j] &&
+                          json_object_object_get_ex(te, "logprob", &tv),
+                      "%s: token %d top %d is not id %d", what, i, j, ord[j]);
+                worst = fmax(worst, fabs(json_object_get_double(tv) - lp[ord[j]]));
+            }
+        } else {
+            CHECK(!strcmp(json_object_get_string(json_object_array_get_idx(tk, (size_t)i)), want),
+                  "%s: tokens[%d]", what, i);
+            worst = fmax(worst, fabs(json_object_get_double(json_object_array_get_idx(tl, (size_t)i)) -
+                                     lp[id]));
+            CHECK(json_object_get_int(json_object_array_get_idx(to, (size_t)i)) == off,
+                  "%s: text_offset[%d] %d, want %d", what, i,
+                  json_object_get_int(json_object_array_get_idx(to, (size_t)i)), off);
+            off++; /* one character per byte token (U+FFFD for a lone high byte) */
+            json_object *d = json_object_array_get_idx(tp, (size_t)i);
+            int n_keys = 0;
+            for (int j = 0; j < k; j++) {
+                char key[8];
+                byte_str(ord[j], key);
+                int dup = 0; /* several high bytes share U+FFFD: the likeliest one is kept */
+                for (int q = 0; q < j; q++) {
+                    char kq[8];
+                    byte_str(ord[q], kq);
+                    dup |= !strcmp(kq, key);
+                }
+                if (dup)
+                    continue;
+                n_keys++;
+                json_object *v = NULL;
+                CHECK(json_object_object_get_ex(d, key, &v), "%s: token %d: top key of id %d",
+                      what, i, ord[j]);
+                if (v)
+                    worst = fmax(worst, fabs(json_object_get_double(v) - lp[ord[j]]));
+            }
+            CHECK(json_object_object_length(d) == n_keys, "%s: token %d: %d top keys, want %d",
+                  what, i, json_object_object_length(d), n_keys);
+        }
+    }
+    CHECK(worst < 1e-4, "%s: logprobs differ from the log-softmax of the logits by %g", what,
+          worst);
+    printf("  %s: %d tokens, top %d, max |logprob error| %.2g\n", what, n, k, worst);
+}
+
+/* token ids of a response's choices[0].tokens (return_tokens) into out; the count */
+static int resp_tokens(json_object *o, int32_t *out, int cap)
+{
+    json_object *a = path_get(o, "choices", 0, "tokens", NULL);
+    int n = a ? (int)json_object_array_length(a) : 0;
+    for (int i = 0; i < n && i < cap; i++)
+        out[i] = json_object_get_int(json_object_array_get_idx(a, (size_t)i));
+    return n < cap ? n : cap;
+}
+
+/* SSE body -> the logprobs objects of its chunks merged into one (chat: content entries
+ * appended; completions: the four arrays appended), and the joined text */
+static json_object *merge_stream(char *body, int chat, char *text, size_t cap)
+{
+    json_object *m = json_object_new_object();
+    const char *keys[4] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    const int nk = chat ? 1 : 4;
+    if (chat)
+        keys[0] = "content";
+    for (int i = 0; i < nk; i++)
+        json_object_object_add(m, keys[i], json_object_new_array());
+    text[0] = 0;
+    for (char *ev = body; (ev = strstr(ev, "data: ")); ev += 6) {
+        char *end = strstr(ev, "\n\n");
+        if (!end || !strncmp(ev, "data: [DONE]", 12))
+            break;
+        *end = 0;
+        json_object *e = json_tokener_parse(ev + 6);
+        *end = '\n';
+        json_object *lp = e ? path_get(e, "choices", 0, "logprobs", NULL) : NULL;
+        json_object *tx = e ? (chat ? path_get(e, "choices", 0, "delta", "content")
+                                    : path_get(e, "choices", 0, "text", NULL))
+                            : NULL;
+        if (tx)
+            strncat(text, json_object_get_string(tx), cap - strlen(text) - 1);
+        for (int i = 0; lp && i < nk; i++) {
+            json_object *src = NULL, *dst = NULL;
+            json_object_object_get_ex(lp, keys[i], &src);
+            json_object_object_get_ex(m, keys[i], &dst);
+            for (size_t j = 0; src && j < json_object_array_length(src); j++)
+                json_object_array_add(dst, json_object_get(json_object_array_get_idx(src, j)));
+        }
+        json_object_put(e);
+    }
+    return m;
+}
+
+static void logprobs_and_penalties(resp *r)
+{
+    enum { NT = 10, K = 5 };
+    static float rows[64 * 256];
+    int32_t toks[64];
+    /* completions: logprobs 5 on a token prompt, greedy */
+    const int32_t prompt[6] = {1, 72, 101, 108, 108, 111};
+    post(r, "/v1/completions", "{\"prompt\":[1,72,101,108,108,111],\"max_tokens\":10,"
+                               "\"temperature\":0,\"ignore_eos\":true,\"return_tokens\":true,"
+                               "\"logprobs\":5}");
+    CHECK_CODE(r, 200, "completions with logprobs");
+    json_object *o = json_tokener_parse(r->body);
+    int n = resp_tokens(o, toks, 64);
+    CHECK(n == NT, "completions with logprobs: %d tokens", n);
+    oracle_rows(prompt, 6, toks, n, rows);
+    check_logprobs(path_get(o, "choices", 0, "logprobs", NULL), 0, toks, n, K, rows,
+                   "completions logprobs 5");
+    json_object_put(o);
+    /* the same streamed: the chunks' logprobs add up to the same lists */
+    post(r, "/v1/completions", "{\"prompt\":[1,72,101,108,108,111],\"max_tokens\":10,"
+                               "\"temperature\":0,\"ignore_eos\":true,\"logprobs\":5,"
+                               "\"stream\":true}");
+    CHECK_CODE(r, 200, "streamed completions with logprobs");
+    char text[1024];
+    json_object *mg = merge_stream(r->body, 0, text, sizeof(text));
+    check_logprobs(mg, 0, toks, n, K, rows, "streamed completions logprobs 5");
+    json_object_put(mg);
+
+    /* chat: the prompt is ChatML rendered here, byte by byte (the byte tokenizer has no special
+     * tokens); logprobs true, top_logprobs 3, plain and streamed */
+    const char *rendered = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+    int32_t cp[128];
+    const int ncp = (int)strlen(rendered);
+    for (int i = 0; i < ncp; i++)
+        cp[i] = (unsigned char)rendered[i];
+    const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":8,"
+                       "\"temperature\":0,\"ignore_eos\":true,\"return_tokens\":true,"
+                       "\"logprobs\":true,\"top_logprobs\":3%s}";
+    char buf[512];
+    snprintf(buf, sizeof(buf), chat, "");
+    post(r, "/v1/chat/completions", buf);
+    CHECK_CODE(r, 200, "chat with logprobs");
+    o = json_tokener_parse(r->body);
+    n = resp_tokens(o, toks, 64);
+    json_object *pt = o ? path_get(o, "usage", -1, "prompt_tokens", NULL) : NULL;
+    CHECK(n == 8 && pt && json_object_get_int(pt) == ncp,
+          "chat: %d tokens, prompt of %d tokens (want the %d of the ChatML rendering here)", n,
+          pt ? json_object_get_int(pt) : -1, ncp);
+    oracle_rows(cp, ncp, toks, n, rows);
+    check_logprobs(path_get(o, "choices", 0, "logprobs", NULL), 1, toks, n, 3, rows,
+                   "chat logprobs, top 3");
+    json_object_put(o);
+    snprintf(buf, sizeof(buf), chat, ",\"stream\":true");
+    post(r, "/v1/chat/completions", buf);
+    CHECK_CODE(r, 200, "streamed chat with logprobs");
+    mg = merge_stream(r->body, 1, text, sizeof(text));
+    check_logprobs(mg, 1, toks, n, 3, rows, "streamed chat logprobs, top 3");
+    json_object_put(mg);
+
+    /* presence / frequency penalties: greedy with OpenAI's rule applied here to the library's
+     * logits; prompt tokens are not counted; the logprobs stay those of the raw logits */
+    const float pp = 1.5f, fp = 0.75f;
+    post(r, "/v1/completions", "{\"prompt\":[1,72,101,108,108,111],\"max_tokens\":24,"
+                               "\"temperature\":0,\"ignore_eos\":true,\"return_tokens\":true,"
+                               "\"presence_penalty\":1.5,\"frequency_penalty\":0.75,"
+                               "\"logprobs\":2}");
+    CHECK_CODE(r, 200, "completions with penalties");
+    o = json_tokener_parse(r->body);
+    n = resp_tokens(o, toks, 64);
+    CHECK(n == 24, "penalties: %d tokens", n);
+    oracle_rows(prompt, 6, toks, n, rows);
+    int count[256] = {0}, first_bad = -1, n_changed = 0;
+    for (int i = 0; i < n; i++) {
+        const float *l = rows + (size_t)i * 256;
+        int best = 0, raw = 0;
+        float bv = -INFINITY;
+        for (int v = 0; v < 256; v++) {
+            const float x = count[v] ? l[v] - (pp + fp * (float)count[v]) : l[v];
+            if (x > bv)
+                bv = x, best = v;
+            if (l[v] > l[raw])
+                raw = v;
+        }
+        n_changed += best != raw;
+        if (best != toks[i] && first_bad < 0)
+            first_bad = i;
+        count[toks[i]]++;
+    }
+    CHECK(first_bad < 0, "penalties: token %d differs from the greedy loop with the penalties",
+          first_bad);
+    CHECK(n_changed > 0, "penalties changed no choice in 24 steps: the test proves nothing");
+    printf("  penalties: %d of %d greedy choices changed by them\n", n_changed, n);
+    check_logprobs(path_get(o, "choices", 0, "logprobs", NULL), 0, toks, n, 2, rows,
+                   "logprobs with penalties (raw logits)");
+    json_object_put(o);
+
+    /* refusals */
+    post(r, "/v1/completions", "{\"prompt\":\"a\",\"presence_penalty\":2.5}");
+    check_error(r, 400, "invalid_value", "presence_penalty 2.5");
+    post(r, "/v1/completions", "{\"prompt\":\"a\",\"frequency_penalty\":-3}");
+    check_error(r, 400, "invalid_value", "frequency_penalty -3");
+    post(r, "/v1/completions", "{\"prompt\":\"a\",\"frequency_penalty\":\"x\"}");
+    check_error(r, 400, "invalid_type", "frequency_penalty a string");
+    post(r, "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":21}");
+    check_error(r, 400, "invalid_value", "completions logprobs 21");
+    post(r, "/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}");
+    check_error(r, 400, "invalid_type", "chat logprobs 1 (a bool is needed)");
+    post(r, "/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}");
+    check_error(r, 400, "invalid_value", "top_logprobs without logprobs");
+    post(r, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                    "\"logprobs\":true,\"top_logprobs\":21}");
+    check_error(r, 400, "invalid_value", "top_logprobs 21");
+}
+
+/* ---- robustness: raw sockets ---------------------------------------------------------------- */
+
+static int port_of_base(void)
+{
+    const char *p = strrchr(base, ':');
+    return p ? atoi(p + 1) : 0;
+}
+
+static int dial(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port_of_base());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* 200 connections opened at once, each with a generation request: every one is answered 200 or
+ * 503 (shed: the queue is full), at least one of each; then a request is served and SIGTERM
+ * still ends the server with 0. Its own server: --max-queue 4, --chunk 1 (a prompt of 100
+ * tokens takes 100 steps, so the queue is full while the connections come in). */
+static void flood(resp *r)
+{
+    enum { NCON = 200 };
+    static int fd[NCON];
+    static char rb[NCON][64];
+    static size_t nb[NCON];
+    static const char *const fl[] = {"--max-queue", "4", "--chunk", "1", NULL};
+    CHECK(start_server_x(fl) == 0, "flood server");
+    char body[1024];
+    int o = snprintf(body, sizeof(body), "{\"prompt\":[");
+    for (int i = 0; i < 100; i++)
+        o += snprintf(body + o, sizeof(body) - (size_t)o, "%s%d", i ? "," : "", 32 + i);
+    snprintf(body + o, sizeof(body) - (size_t)o,
+             "],\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}");
+    char req[1536];
+    const int rl = snprintf(req, sizeof(req),
+                            "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+                            "Bearer " KEY "\r\nContent-Type: application/json\r\nConnection: "
+                            "close\r\nContent-Length: %zu\r\n\r\n%s",
+                            strlen(body), body);
+    int n_open = 0;
+    for (int i = 0; i < NCON; i++) {
+        fd[i] = dial();
+        nb[i] = 0;
+        n_open += fd[i] >= 0;
+    }
+    CHECK(n_open == NCON, "flood: %d of %d connections opened", n_open, NCON);
+    for (int i = 0; i < NCON; i++) /* all requests out before any answer is read */
+        if (fd[i] >= 0)
+            send_all(fd[i], req, (size_t)rl); /* a failure shows as a missing status line */
+    const double t0 = now_s();
+    int left = n_open;
+    while (left > 0 && now_s() - t0 < 90) {
+        struct pollfd p[NCON];
+        int map[NCON], np = 0;
+        for (int i = 0; i < NCON; i++)
+            if (fd[i] >= 0) {
+                p[np].fd = fd[i];
+                p[np].events = POLLIN;
+                map[np++] = i;
+            }
+        if (poll(p, (nfds_t)np, 1000) <= 0)
+            continue;
+        for (int j = 0; j < np; j++) {
+            if (!p[j].revents)
+                continue;
+            const int i = map[j];
+            char tmp[4096];
+            ssize_t k = recv(fd[i], tmp, sizeof(tmp), 0);
+            if (k > 0) {
+                size_t c = (size_t)k < sizeof(rb[i]) - 1 - nb[i] ? (size_t)k : sizeof(rb[i]) - 1 - nb[i];
+                memcpy(rb[i] + nb[i], tmp, c);
+                nb[i] += c;
+                rb[i][nb[i]] = 0;
+                continue;
+            }
+            close(fd[i]); /* EOF (Connection: close) or a reset */
+            fd[i] = -1;
+            left--;
+        }
+    }
+    int n200 = 0, n503 = 0, other = 0;
+    for (int i = 0; i < NCON; i++) {
+        if (fd[i] >= 0)
+            close(fd[i]);
+        if (!strncmp(rb[i], "HTTP/1.1 200", 12))
+            n200++;
+        else if (!strncmp(rb[i], "HTTP/1.1 503", 12))
+            n503++;
+        else
+            other++;
+    }
+    printf("  flood: %d connections: %d answered 200, %d shed with 503, %d other, %.1f s\n", NCON,
+           n200, n503, other, now_s() - t0);
+    CHECK(left == 0, "flood: %d connections still open after 90 s", left);
+    CHECK(other == 0 && n200 > 0 && n503 > 0,
+          "flood: want only 200 and 503 (both), got %d / %d / %d other", n200, n503, other);
+    post(r, "/v1/completions", "{\"prompt\":[5,6],\"max_tokens\":3,\"temperature\":0}");
+    CHECK_CODE(r, 200, "a request after the flood");
+    stop_server(SIGTERM);
+}
+
+/* clients that send half a request and stall: one stops inside the headers, one inside the
+ * body. The server serves others meanwhile and closes both after --timeout (2 s here). */
+static void stallers(resp *r)
+{
+    const char *half[2] = {
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty",
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " KEY
+        "\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"prompt\":[1,",
+    };
+    int fd[2];
+    const double t0 = now_s();
+    for (int i = 0; i < 2; i++) {
+        fd[i] = dial();
+        CHECK(fd[i] >= 0 && send_all(fd[i], half[i], strlen(half[i])) == 0, "staller %d", i);
+    }
+    post(r, "/v1/completions", "{\"prompt\":[9,8,7],\"max_tokens\":4,\"temperature\":0}");
+    CHECK_CODE(r, 200, "a request while two clients stall");
+    for (int i = 0; i < 2; i++) {
+        struct pollfd p = {.fd = fd[i], .events = POLLIN};
+        char tmp[512];
+        ssize_t k = 1;
+        while (k > 0 && now_s() - t0 < 20 && poll(&p, 1, 20000) > 0)
+            k = recv(fd[i], tmp, sizeof(tmp), 0);
+        const double dt = now_s() - t0;
+        CHECK(k <= 0 && dt < 20, "staller %d: not closed by the server after %.1f s", i, dt);
+        printf("  staller %d (%s): closed by the server after %.1f s\n", i,
+               i ? "half a body" : "half the headers", dt);
+        close(fd[i]);
+    }
+    post(r, "/v1/completions", "{\"prompt\":[9,8,7],\"max_tokens\":4,\"temperature\":0}");
+    CHECK_CODE(r, 200, "a request after the stalled clients");
 }
 
 /* --prompt-cache-dir: snapshots survive a restart, are refused by name for another --kv, and a
@@ -376,7 +847,8 @@ int main(int argc, char **argv)
     CHECK_RUN(cr, 2, "--parallel needs an integer", "--parallel 0");
     free(cr);
 
-    if (start_server()) {
+    static const char *const main_flags[] = {"--timeout", "2", NULL};
+    if (start_server_x(main_flags)) {
         CHECK(0, "tq serve did not become healthy");
         if (server > 0)
             kill(server, SIGKILL);
@@ -514,6 +986,9 @@ int main(int argc, char **argv)
         }
     }
 
+    logprobs_and_penalties(r);
+    stallers(r);
+
     /* tokenize / detokenize */
     post(r, "/tokenize", "{\"content\":\"Hi!\"}");
     CHECK(r->code == 200 && strstr(r->body, "[72,105,33]"), "tokenize: %d %s", r->code, r->body);
@@ -547,8 +1022,6 @@ int main(int argc, char **argv)
     check_error(r, 400, "invalid_value", "max_tokens 10^9");
     post(r, "/v1/completions", "{\"prompt\":\"a\",\"n\":2}");
     check_error(r, 400, "unsupported_value", "n = 2");
-    post(r, "/v1/completions", "{\"prompt\":\"a\",\"presence_penalty\":0.5}");
-    check_error(r, 400, "unsupported_value", "presence_penalty");
     post(r, "/v1/completions", "{\"prompt\":[300]}");
     check_error(r, 400, "invalid_value", "token id out of range");
     {
@@ -584,6 +1057,8 @@ int main(int argc, char **argv)
     http(r, "GET", "/metrics", NULL, 0, KEY);
     CHECK(r->code == 200 && strstr(r->body, "tq_requests_total ") &&
               strstr(r->body, "tq_kv_bytes_in_use{scheme=\"f32\"}") &&
+              strstr(r->body, "\ntq_decode_steps_total{seqs=\"1\"} ") &&
+              strstr(r->body, "\ntq_decode_step_seconds_total{seqs=\"1\"} ") &&
               !strstr(r->body, "tq_http_responses_total{class=\"4xx\"} 0\n"),
           "metrics: %s", r->body);
 
@@ -598,6 +1073,7 @@ int main(int argc, char **argv)
         printf("  %ld forward passes served %ld sequence steps\n", passes, seqs);
     }
     stop_server(SIGTERM);
+    flood(r);
     prompt_cache_dir(r, creq);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

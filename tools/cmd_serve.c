@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <time.h>
 
+#include "env_opts.h"
+#include "model_opts.h"
 #include "serve.h"
 
 static void usage(FILE *f)
@@ -27,7 +29,8 @@ static void usage(FILE *f)
             "  --kv-mem BYTES         KV-cache memory limit, K/M/G suffixes (default 90%% of\n"
             "                         MemAvailable); --parallel x --ctx above it is refused\n"
             "  -t, --threads N        compute threads (default: every core)\n"
-            "  --weights T            f32 | f16 | bf16 weight storage (default bf16)\n"
+            "  --weights MODE         native (default for quantized GGUF), native-f32, or\n"
+            "                         bf16 | f16 | f32 (dequantize at load; default bf16)\n"
             "  --api-key KEY          require 'Authorization: Bearer KEY' (not on /health)\n"
             "  --max-queue N          requests waiting for a slot before 503 (default 64)\n"
             "  --max-body BYTES       request body limit, K/M suffixes (default 1M); above: 413\n"
@@ -37,10 +40,13 @@ static void usage(FILE *f)
             "                         format) after a request with a new prompt of at least\n"
             "                         --prompt-cache-min N tokens (default 64); restored at the\n"
             "                         next start (refused by name: other model or --kv)\n\n"
+            "Sampling: temperature, top_p, seed, stop, presence_penalty, frequency_penalty\n"
+            "(-2..2, over the generated tokens), and the extensions top_k, min_p,\n"
+            "repeat_penalty, repeat_last_n, ignore_eos, return_tokens. logprobs (chat: true +\n"
+            "top_logprobs 0..20; completions: 0..20) come from the raw logits of each step\n"
+            "(log-softmax over the whole vocabulary, before penalties and filters).\n"
             "Not implemented (refused with 400 naming the field): n != 1, best_of != 1,\n"
-            "presence/frequency_penalty != 0 (use repeat_penalty), logprobs, top_logprobs,\n"
-            "tools/functions, logit_bias, suffix, echo, response_format other than text.\n"
-            "Extensions: top_k, min_p, repeat_penalty, repeat_last_n, ignore_eos.\n");
+            "tools/functions, logit_bias, suffix, echo, response_format other than text.\n");
 }
 
 static int parse_bytes(const char *s, size_t *out)
@@ -147,16 +153,8 @@ static int parse_args(srv_opts *o, int argc, char **argv)
             INT_ARG(1, 4096);
             o->chunk = (int)n;
         } else if (!strcmp(f, "--weights") && v) {
-            if (!strcmp(v, "f32"))
-                o->weights = TQ_DTYPE_F32;
-            else if (!strcmp(v, "f16"))
-                o->weights = TQ_DTYPE_F16;
-            else if (!strcmp(v, "bf16"))
-                o->weights = TQ_DTYPE_BF16;
-            else {
-                fprintf(stderr, "tq %s: --weights must be f32, f16 or bf16\n", cmd);
+            if (cli_weights(cmd, v, &o->wopts))
                 return -1;
-            }
             i++;
         } else if ((!strcmp(f, "--max-body") || !strcmp(f, "--kv-mem")) && v) {
             size_t b = 0;
@@ -191,7 +189,10 @@ static int load(srv *s)
     tq_status st;
 
     tq_model_opts_default(&mo);
-    mo.weight_type = s->o.weights;
+    cli_model_env(&mo);
+    mo.weight_type = s->o.wopts.weight_type;
+    mo.weight_store = s->o.wopts.weight_store;
+    mo.native_f32_act = s->o.wopts.native_f32_act;
     mo.n_threads = s->o.threads;
     if ((st = tq_kv_scheme_parse(s->o.kv, &s->kv))) {
         cli_error(cmd, st, "--kv '%s'", s->o.kv);
@@ -259,7 +260,8 @@ int cmd_serve(int argc, char **argv)
     s.o.host = "127.0.0.1";
     s.o.port = 8080;
     s.o.kv = "bf16";
-    s.o.weights = TQ_DTYPE_BF16;
+    tq_model_opts_default(&s.o.wopts);
+    s.o.wopts.weight_type = TQ_DTYPE_BF16;
     s.o.max_queue = 64;
     s.o.timeout = 60;
     s.o.max_body = SRV_DEFAULT_BODY;

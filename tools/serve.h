@@ -17,6 +17,7 @@
 
 #define SRV_MAX_STOP 16        /* stop strings per request                          */
 #define SRV_DEFAULT_BODY (1 << 20) /* default --max-body: 1 MiB                      */
+#define SRV_MAX_TOP_LOGPROBS 20  /* top_logprobs at most (OpenAI's limit)              */
 
 /* Why a request ended. */
 typedef enum srv_finish {
@@ -39,11 +40,18 @@ typedef struct srv_req {
     int n_stop;
     int ignore_eos;
     int return_tokens;      /* extension: also return the completion's token ids            */
+    int logprobs;           /* return log-probabilities of the completion's tokens           */
+    int top_n;              /* ... and of the top_n most likely tokens at each step (<= 20)  */
     /* output: under srv.mu */
     char *text;             /* published text: complete, never containing a stop string    */
     size_t n_text, cap_text;
     int64_t n_gen;          /* completion tokens (an EOS that stopped it not counted)       */
     int32_t *toks;          /* their ids (max_tokens entries, malloc'd by the HTTP side)    */
+    /* with logprobs (malloc'd by the HTTP side, max_tokens entries; top_* x top_n): written by
+     * the scheduler at index n_gen before it publishes n_gen + 1, read below n_gen under mu */
+    float *lp;              /* log p of each completion token under the raw logits          */
+    int32_t *top_id;        /* the top_n most likely ids at each step, descending           */
+    float *top_lp;          /* their log p                                                  */
     int64_t n_cached;       /* prompt tokens reused from a slot's cache                     */
     srv_finish finish;      /* SRV_RUNNING until done                                       */
     char err[256];          /* message for SRV_FIN_ERROR                                    */
@@ -67,7 +75,7 @@ typedef struct srv_opts {
     long ctx;               /* --ctx per sequence                                          */
     int parallel;           /* --parallel sequences (0 = as many as fit, at most 8)        */
     int threads;            /* --threads                                                   */
-    tq_dtype weights;       /* --weights                                                   */
+    tq_model_opts wopts;    /* --weights: weight_store, weight_type, native_f32_act only    */
     const char *api_key;    /* --api-key                                                   */
     int max_queue;          /* --max-queue                                                 */
     int timeout;            /* --timeout: idle connection seconds                          */
@@ -120,6 +128,12 @@ typedef struct srv {
     uint64_t m_requests;    /* generation requests accepted                                  */
     uint64_t m_prompt_tokens, m_cached_tokens, m_gen_tokens, m_cancelled, m_shed;
     uint64_t m_steps, m_step_seqs; /* forward passes, and the sequences they served            */
+    /* decode-only steps (no prompt chunk) by the number of sequences k = 1..n_slots: count and
+     * seconds in tq_batch_eval; k / (seconds / count) = the aggregate decode tok/s at k */
+    uint64_t *m_dsteps;
+    double *m_dstep_s;
+    double b_secs;          /* seconds of the last step's forward pass (scheduler)           */
+    int b_decode_only;      /* the last step had no prompt chunk                             */
 } srv;
 
 /* serve_sched.c */

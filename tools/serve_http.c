@@ -38,6 +38,8 @@ typedef struct conn {
     /* stream state */
     int phase;          /* 0 role chunk pending, 1 content, 2 done chunk sent, 3 [DONE] sent */
     size_t n_sent;      /* bytes of req->text sent                                       */
+    int64_t n_tok_sent; /* completion tokens whose logprobs were sent                    */
+    int64_t lp_off;     /* completions' text_offset of the next token                     */
     char *out;          /* encoded SSE bytes not yet handed to libmicrohttpd            */
     size_t n_out, off_out, cap_out;
 } conn;
@@ -254,7 +256,6 @@ static int get_bool(json_object *o, const char *key, int *out, verr *e)
 /* fields we do not implement: refused by name when they ask for something */
 static int refuse_unsupported(json_object *b, int chat, verr *e)
 {
-    double d = 0;
     int64_t i = 1;
     int flag = 0;
     if (get_int(b, "n", &i, e) < 0)
@@ -267,24 +268,6 @@ static int refuse_unsupported(json_object *b, int chat, verr *e)
         return -1;
     if (i != 1)
         return fail(e, 400, "unsupported_value", "best_of", "'best_of' must be 1");
-    const char *pen[] = {"presence_penalty", "frequency_penalty"};
-    for (int k = 0; k < 2; k++) {
-        d = 0;
-        if (get_number(b, pen[k], &d, e) < 0)
-            return -1;
-        if (d != 0)
-            return fail(e, 400, "unsupported_value", pen[k],
-                        "'%s' is not supported by tq serve (only 0); use 'repeat_penalty'",
-                        pen[k]);
-    }
-    json_object *lp = field(b, "logprobs");
-    if (lp && !(json_object_is_type(lp, json_type_boolean) && !json_object_get_boolean(lp)))
-        return fail(e, 400, "unsupported_value", "logprobs",
-                    "'logprobs' is not supported by tq serve");
-    json_object *tl = field(b, "top_logprobs");
-    if (tl && !(json_object_is_type(tl, json_type_int) && json_object_get_int64(tl) == 0))
-        return fail(e, 400, "unsupported_value", "top_logprobs",
-                    "'top_logprobs' is not supported by tq serve");
     const char *none[] = {"tools", "functions", "logit_bias", "suffix"};
     for (int k = 0; k < 4; k++) {
         json_object *v = field(b, none[k]);
@@ -495,6 +478,14 @@ static int sampling(srv *s, json_object *b, srv_req *r, verr *e)
     if ((d = 1, get_number(b, "repeat_penalty", &d, e)) < 0)
         return -1;
     sp.repeat_penalty = (float)d;
+    const char *pen[] = {"presence_penalty", "frequency_penalty"};
+    for (int k = 0; k < 2; k++) {
+        if ((d = 0, get_number(b, pen[k], &d, e)) < 0)
+            return -1;
+        if (d < -2 || d > 2)
+            return fail(e, 400, "invalid_value", pen[k], "'%s' %g is outside [-2, 2]", pen[k], d);
+        *(k ? &sp.frequency_penalty : &sp.presence_penalty) = (float)d;
+    }
     if ((i = 0, get_int(b, "top_k", &i, e)) < 0)
         return -1;
     if (i < 0 || i > INT32_MAX)
@@ -542,6 +533,50 @@ static int stops(json_object *b, srv_req *r, verr *e)
             return fail(e, 500, NULL, NULL, "out of memory");
         r->n_stop++;
     }
+    return 0;
+}
+
+/* logprobs: chat {"logprobs": true, "top_logprobs": 0..20}; completions {"logprobs": 0..20}
+ * (OpenAI allows 5 there; we allow what chat allows). Allocates r's logprob arrays. */
+static int logprobs_opts(json_object *b, int chat, srv_req *r, verr *e)
+{
+    int64_t top = 0;
+    if (chat) {
+        if (get_bool(b, "logprobs", &r->logprobs, e) < 0)
+            return -1;
+        const int has = get_int(b, "top_logprobs", &top, e);
+        if (has < 0)
+            return -1;
+        if (has && (top < 0 || top > SRV_MAX_TOP_LOGPROBS))
+            return fail(e, 400, "invalid_value", "top_logprobs",
+                        "'top_logprobs' must be in [0, %d]", SRV_MAX_TOP_LOGPROBS);
+        if (top > 0 && !r->logprobs)
+            return fail(e, 400, "invalid_value", "top_logprobs",
+                        "'top_logprobs' needs 'logprobs': true");
+    } else {
+        json_object *v = field(b, "logprobs");
+        if (v && json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v))
+            v = NULL; /* false: off, as null */
+        if (v) {
+            if (get_int(b, "logprobs", &top, e) < 0)
+                return -1;
+            if (top < 0 || top > SRV_MAX_TOP_LOGPROBS)
+                return fail(e, 400, "invalid_value", "logprobs",
+                            "'logprobs' must be in [0, %d] (the number of top tokens)",
+                            SRV_MAX_TOP_LOGPROBS);
+            r->logprobs = 1;
+        }
+    }
+    if (!r->logprobs)
+        return 0;
+    r->top_n = (int)top;
+    const size_t n = (size_t)r->max_tokens, k = (size_t)(top ? top : 1);
+    r->lp = malloc(n * sizeof(float));
+    r->top_id = malloc(n * k * sizeof(int32_t));
+    r->top_lp = malloc(n * k * sizeof(float));
+    if (!r->lp || !r->top_id || !r->top_lp)
+        return fail(e, 500, NULL, NULL, "out of memory for the logprobs of %lld tokens",
+                    (long long)r->max_tokens);
     return 0;
 }
 
@@ -603,6 +638,8 @@ static int build_request(srv *s, conn *c, json_object *b, verr *e)
     r->max_tokens = has ? mt : s->n_ctx - r->n_prompt;
     if (!(r->toks = malloc((size_t)r->max_tokens * sizeof(int32_t))))
         return fail(e, 500, NULL, NULL, "out of memory");
+    if (logprobs_opts(b, c->chat, r, e))
+        return -1;
     return stream;
 }
 
@@ -638,9 +675,105 @@ static json_object *envelope(const conn *c, const char *object)
     return o;
 }
 
-/* choice object: for chat a message (full) or delta (stream); text/delta text */
+/* ---- logprobs ----------------------------------------------------------------------------
+ * Log-probabilities come from the raw logits of the step that produced the token: the
+ * log-softmax over the whole vocabulary before any penalty, temperature or filter (what the
+ * model predicts, as vLLM returns by default; tq_logprobs()). A token's string is its piece
+ * alone (invalid UTF-8 of a partial character as U+FFFD; "bytes" has the exact bytes). */
+
+static json_object *jlp(float v)
+{
+    /* -inf (only a -inf or NaN logit gives it) is not JSON: OpenAI's floor -9999 */
+    return json_object_new_double(isfinite(v) ? (double)v : -9999.0);
+}
+
+static const char *piece_of(const srv *s, int32_t id, size_t *len)
+{
+    const char *p = tq_tokenizer_piece(s->tok, id, len);
+    if (!p)
+        *len = 0;
+    return p ? p : "";
+}
+
+/* {"token", "logprob", "bytes"} of one id (chat) */
+static json_object *lp_entry(const srv *s, int32_t id, float lp)
+{
+    size_t n = 0;
+    const char *p = piece_of(s, id, &n);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "token", jstr(p, n));
+    json_object_object_add(o, "logprob", jlp(lp));
+    json_object *b = json_object_new_array_ext((int)n);
+    for (size_t i = 0; i < n; i++)
+        json_object_array_add(b, json_object_new_int((unsigned char)p[i]));
+    json_object_object_add(o, "bytes", b);
+    return o;
+}
+
+/* the logprobs of completion tokens [from, to): chat {"content": [...], "refusal": null};
+ * completions {"tokens", "token_logprobs", "top_logprobs", "text_offset"}, the offsets in
+ * characters from the start of the completion (as vLLM without echo), continued from *off */
+static json_object *logprobs_obj(const conn *c, const srv_req *r, int64_t from, int64_t to,
+                                 int64_t *off)
+{
+    const srv *s = c->s;
+    const int k = r->top_n;
+    json_object *o = json_object_new_object();
+    if (c->chat) {
+        json_object *a = json_object_new_array_ext((int)(to - from));
+        for (int64_t i = from; i < to; i++) {
+            json_object *e = lp_entry(s, r->toks[i], r->lp[i]);
+            json_object *top = json_object_new_array_ext(k);
+            for (int j = 0; j < k; j++)
+                json_object_array_add(top, lp_entry(s, r->top_id[i * k + j],
+                                                    r->top_lp[i * k + j]));
+            json_object_object_add(e, "top_logprobs", top);
+            json_object_array_add(a, e);
+        }
+        json_object_object_add(o, "content", a);
+        json_object_object_add(o, "refusal", NULL);
+        return o;
+    }
+    json_object *tk = json_object_new_array_ext((int)(to - from));
+    json_object *tl = json_object_new_array_ext((int)(to - from));
+    json_object *tp = json_object_new_array_ext((int)(to - from));
+    json_object *to_ = json_object_new_array_ext((int)(to - from));
+    for (int64_t i = from; i < to; i++) {
+        size_t n = 0;
+        const char *p = piece_of(s, r->toks[i], &n);
+        json_object_array_add(tk, jstr(p, n));
+        json_object_array_add(tl, jlp(r->lp[i]));
+        json_object *d = json_object_new_object();
+        for (int j = 0; j < k; j++) {
+            size_t m = 0;
+            const char *q = piece_of(s, r->top_id[i * k + j], &m);
+            size_t mc = 0;
+            char *qc = utf8_clean(q, m, &mc);
+            if (qc && !json_object_object_get_ex(d, qc, NULL)) /* same text: the likelier one */
+                json_object_object_add(d, qc, jlp(r->top_lp[i * k + j]));
+            free(qc);
+        }
+        json_object_array_add(tp, d);
+        json_object_array_add(to_, json_object_new_int64(*off));
+        /* + the characters of the token's string (as sent: partial characters as U+FFFD), so
+         * text_offset[i] = the summed lengths of tokens[0..i), as vLLM computes it */
+        size_t nc = 0;
+        char *pc = utf8_clean(p, n, &nc);
+        for (size_t b = 0; pc && b < nc; b++)
+            *off += ((unsigned char)pc[b] & 0xc0) != 0x80;
+        free(pc);
+    }
+    json_object_object_add(o, "tokens", tk);
+    json_object_object_add(o, "token_logprobs", tl);
+    json_object_object_add(o, "top_logprobs", tp);
+    json_object_object_add(o, "text_offset", to_);
+    return o;
+}
+
+/* choice object: for chat a message (full) or delta (stream); text/delta text; lp: the logprobs
+ * object (taken over) or NULL for null */
 static json_object *choice(const conn *c, const char *text, size_t n, int delta, int role,
-                           const char *finish)
+                           const char *finish, json_object *lp)
 {
     json_object *ch = json_object_new_object();
     json_object_object_add(ch, "index", json_object_new_int(0));
@@ -654,7 +787,7 @@ static json_object *choice(const conn *c, const char *text, size_t n, int delta,
     } else {
         json_object_object_add(ch, "text", jstr(text ? text : "", text ? n : 0));
     }
-    json_object_object_add(ch, "logprobs", NULL);
+    json_object_object_add(ch, "logprobs", lp);
     json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
     return ch;
 }
@@ -674,7 +807,9 @@ static enum MHD_Result send_result(struct MHD_Connection *mc, conn *c)
         return send_error(mc, c->s, 500, "engine_error", NULL, "%s", r->err);
     json_object *o = envelope(c, c->chat ? "chat.completion" : "text_completion");
     json_object *chs = json_object_new_array();
-    json_object *ch = choice(c, r->text ? r->text : "", r->n_text, 0, 1, finish_name(r->finish));
+    int64_t off = 0;
+    json_object *ch = choice(c, r->text ? r->text : "", r->n_text, 0, 1, finish_name(r->finish),
+                             r->logprobs ? logprobs_obj(c, r, 0, r->n_gen, &off) : NULL);
     if (r->return_tokens)
         add_tokens(ch, r, 0, r->n_gen);
     json_object_array_add(chs, ch);
@@ -709,11 +844,12 @@ static int out_event(conn *c, json_object *o)
     return rc;
 }
 
-static json_object *chunk(conn *c, const char *text, size_t n, int role, const char *finish)
+static json_object *chunk(conn *c, const char *text, size_t n, int role, const char *finish,
+                          json_object *lp)
 {
     json_object *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
     json_object *chs = json_object_new_array();
-    json_object_array_add(chs, choice(c, text, n, 1, role, finish));
+    json_object_array_add(chs, choice(c, text, n, 1, role, finish, lp));
     json_object_object_add(o, "choices", chs);
     return o;
 }
@@ -738,7 +874,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (c->phase == 3)
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (c->phase == 0) {
-            if (out_event(c, chunk(c, c->chat ? "" : NULL, 0, 1, NULL)))
+            if (out_event(c, chunk(c, c->chat ? "" : NULL, 0, 1, NULL, NULL)))
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             c->phase = 1;
             continue;
@@ -761,14 +897,28 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         const size_t from = c->n_sent, to = r->n_text;
         const srv_finish fin = r->finish;
+        const int64_t ng = r->n_gen; /* logprobs below ng are written and stay as they are */
         char *piece = to > from ? malloc(to - from) : NULL;
         if (piece)
             memcpy(piece, r->text + from, to - from);
         pthread_mutex_unlock(&s->mu);
         int bad = 0;
-        if (to > from) {
-            bad = !piece || out_event(c, chunk(c, piece, to - from, 0, NULL));
+        /* each text chunk carries the logprobs of the tokens generated since the last one;
+         * tokens whose text is still held back (a possible stop string, a partial character)
+         * ride on a later chunk, the rest on an empty chunk before the finish */
+        const int lp_now = r->logprobs && ng > c->n_tok_sent && (to > from || (fin &&
+                           fin != SRV_FIN_ERROR && fin != SRV_FIN_CANCEL));
+        if (to > from || lp_now) {
+            json_object *lp = lp_now ? logprobs_obj(c, r, c->n_tok_sent, ng, &c->lp_off) : NULL;
+            if (to > from && !piece) {
+                json_object_put(lp);
+                bad = 1;
+            } else {
+                bad = out_event(c, chunk(c, piece ? piece : "", to - from, 0, NULL, lp));
+            }
             c->n_sent = to;
+            if (lp_now)
+                c->n_tok_sent = ng;
         }
         free(piece);
         if (!bad && fin) {
@@ -776,7 +926,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 bad = out_event(c, error_obj(500, "engine_error", NULL,
                                              r->err[0] ? r->err : "request ended"));
             } else {
-                bad = out_event(c, chunk(c, NULL, 0, 0, finish_name(fin)));
+                bad = out_event(c, chunk(c, NULL, 0, 0, finish_name(fin), NULL));
                 if (!bad && c->include_usage) {
                     json_object *o = envelope(c, c->chat ? "chat.completion.chunk"
                                                          : "text_completion");
@@ -863,12 +1013,27 @@ static enum MHD_Result models(struct MHD_Connection *mc, srv *s)
     return send_json(mc, s, 200, o);
 }
 
+/* append to t[0..cap) at *n, keeping *n < cap (output cut, never overrun) */
+static void addf(char *t, size_t cap, int *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void addf(char *t, size_t cap, int *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(t + *n, cap - (size_t)*n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *n = (size_t)*n + (size_t)k < cap ? *n + k : (int)cap - 1;
+}
+
 static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
 {
-    char t[4096];
+    const size_t cap = 4096 + 192 * ((size_t)s->n_slots + 1);
+    char *t = malloc(cap);
+    if (!t)
+        return send_error(mc, s, 500, NULL, NULL, "out of memory");
     pthread_mutex_lock(&s->mu);
     int n = snprintf(
-        t, sizeof(t),
+        t, cap,
         "# HELP tq_http_responses_total HTTP responses by status class.\n"
         "# TYPE tq_http_responses_total counter\n"
         "tq_http_responses_total{class=\"2xx\"} %llu\n"
@@ -908,8 +1073,26 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
         (unsigned long long)s->m_step_seqs, s->n_queued, s->n_busy, s->n_slots, s->o.kv,
         (unsigned long long)((uint64_t)s->kv_tokens * s->kv_bytes_per_token), s->o.kv,
         s->kv_bytes_per_token);
+    /* decode-only steps by batch size: their mean time gives the batch scaling directly */
+    if (n < 0 || (size_t)n >= cap)
+        n = (int)cap - 1;
+    addf(t, cap, &n, "# HELP tq_decode_steps_total Forward passes with no prompt chunk, by the "
+                     "number of sequences decoded together.\n"
+                     "# TYPE tq_decode_steps_total counter\n");
+    for (int k = 1; k <= s->n_slots; k++)
+        if (s->m_dsteps[k])
+            addf(t, cap, &n, "tq_decode_steps_total{seqs=\"%d\"} %llu\n", k,
+                 (unsigned long long)s->m_dsteps[k]);
+    addf(t, cap, &n, "# HELP tq_decode_step_seconds_total Seconds in those forward passes.\n"
+                     "# TYPE tq_decode_step_seconds_total counter\n");
+    for (int k = 1; k <= s->n_slots; k++)
+        if (s->m_dsteps[k])
+            addf(t, cap, &n, "tq_decode_step_seconds_total{seqs=\"%d\"} %.6f\n", k,
+                 s->m_dstep_s[k]);
     pthread_mutex_unlock(&s->mu);
-    return send_text(mc, s, 200, "text/plain; version=0.0.4", t, (size_t)n);
+    enum MHD_Result r = send_text(mc, s, 200, "text/plain; version=0.0.4", t, (size_t)n);
+    free(t);
+    return r;
 }
 
 static enum MHD_Result tokenize(struct MHD_Connection *mc, srv *s, json_object *b)

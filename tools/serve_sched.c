@@ -4,8 +4,9 @@
  * the request it serves. Each loop iteration: admit queued requests into free slots (the free
  * slot whose cached tokens share the longest prefix with the prompt: that prefix is kept, the
  * rest trimmed), drop cancelled requests, then run one step: at most one prompt chunk (--chunk
- * tokens) of one prefilling slot, and the next token of every decoding slot. Sampling, UTF-8
- * assembly and stop strings happen per slot; new text is published to the request under srv.mu.
+ * tokens) of one prefilling slot, and the next token of every decoding slot. Sampling (and the
+ * requested log-probabilities, from the step's raw logits), UTF-8 assembly and stop strings
+ * happen per slot; new text is published to the request under srv.mu.
  * A finished request frees its slot at once; its tokens stay in the slot's cache for reuse. */
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +58,9 @@ static void req_free(srv_req *r)
     tq_sampler_free(r->sampler);
     free(r->text);
     free(r->toks);
+    free(r->lp);
+    free(r->top_id);
+    free(r->top_lp);
     pthread_cond_destroy(&r->cv);
     free(r);
 }
@@ -134,7 +138,10 @@ static void slot_setup(srv *s, srv_slot *sl)
         lcp++;
     if (lcp == r->n_prompt)
         lcp--; /* the last prompt token is evaluated again for its logits */
-    tq_session_trim(sl->sess, tq_session_n_past(sl->sess) - lcp);
+    if (tq_session_trim(sl->sess, tq_session_n_past(sl->sess) - lcp)) {
+        tq_session_reset(sl->sess); /* a ring (sliding window) cannot go back that far */
+        lcp = 0;
+    }
     sl->n_toks = lcp;
     sl->n_fed = lcp;
     sl->n_reused = lcp;
@@ -228,13 +235,24 @@ static void slot_sample(srv *s, srv_slot *sl, const float *logits)
         slot_fail(sl, st, "sampling");
         return;
     }
-    tq_sampler_accept(r->sampler, t);
+    tq_sampler_accept_output(r->sampler, t);
     if (!sl->t_first)
         sl->t_first = srv_now();
     if (!r->ignore_eos && is_eos(s, t)) {
         sl->fin = SRV_FIN_STOP;
         slot_finish_text(sl);
         return;
+    }
+    if (r->logprobs) {
+        /* from the raw logits of this step; r->n_gen <= sl->n_out: the HTTP side does not read
+         * index n_out until publish_locked() moves n_gen past it (under mu) */
+        const int64_t i = sl->n_out;
+        st = tq_logprobs(logits, s->info.vocab_size, t, &r->lp[i], r->top_id + i * r->top_n,
+                         r->top_lp + i * r->top_n, r->top_n);
+        if (st) {
+            slot_fail(sl, st, "logprobs");
+            return;
+        }
     }
     sl->out[sl->n_out++] = t;
     char piece[1024];
@@ -338,7 +356,10 @@ static void step(srv *s)
     }
     if (!k)
         return;
+    const double t0 = srv_now();
     tq_status st = tq_batch_eval(ss, tk, nn, k, s->b_logits);
+    s->b_secs = srv_now() - t0;
+    s->b_decode_only = prefill < 0;
     s->b_rows = k;
     for (int j = 0; j < k; j++) {
         srv_slot *sl = who[j];
@@ -369,6 +390,10 @@ static void publish_locked(srv *s)
     if (s->b_rows) {
         s->m_steps++;
         s->m_step_seqs += (uint64_t)s->b_rows;
+        if (s->b_decode_only && s->b_rows <= s->n_slots) {
+            s->m_dsteps[s->b_rows]++;
+            s->m_dstep_s[s->b_rows] += s->b_secs;
+        }
         s->b_rows = 0;
     }
     for (int i = 0; i < s->n_slots; i++) {
@@ -576,7 +601,10 @@ int srv_sched_start(srv *s)
     s->b_tok = calloc((size_t)s->n_slots, sizeof(*s->b_tok));
     s->b_n = calloc((size_t)s->n_slots, sizeof(*s->b_n));
     s->b_slot = calloc((size_t)s->n_slots, sizeof(*s->b_slot));
-    if (!s->slots || !s->b_logits || !s->b_sess || !s->b_tok || !s->b_n || !s->b_slot) {
+    s->m_dsteps = calloc((size_t)s->n_slots + 1, sizeof(*s->m_dsteps));
+    s->m_dstep_s = calloc((size_t)s->n_slots + 1, sizeof(*s->m_dstep_s));
+    if (!s->slots || !s->b_logits || !s->b_sess || !s->b_tok || !s->b_n || !s->b_slot ||
+        !s->m_dsteps || !s->m_dstep_s) {
         tq_session_free(probe);
         return cli_error(cmd, TQ_E_NOMEM, "out of memory for %d slots", s->n_slots);
     }
@@ -623,6 +651,10 @@ void srv_sched_stop(srv *s)
     free(s->b_tok);
     free(s->b_n);
     free(s->b_slot);
+    free(s->m_dsteps);
+    free(s->m_dstep_s);
+    s->m_dsteps = NULL;
+    s->m_dstep_s = NULL;
     s->b_logits = NULL;
     s->b_sess = NULL;
     s->b_tok = NULL;

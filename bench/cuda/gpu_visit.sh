@@ -12,8 +12,15 @@
 #             variant builds in build/v-NAME (bench-only kernel table), two interleaved rounds
 #   tables    the docs/results.md tables: ours (--timing both) and SDPA, head_dim 128, 64, 256
 #   ncu       ncu of the attend kernel at the fixed-cost and target points (sections + stalls)
+#   qgemv     quantized GEMV (src/cuda/qgemv.cu): test_cuda_qgemv, its memcheck, qgemv_bench at
+#             batch 1 and 8 (4096x14336 and 14336x4096, cold)
+#   llama_build  llama.cpp's CUDA backend (issue 16 item 7) from the trimmed vendored source that
+#             prep_visit.sh LLAMA=1 carries (llama_src.tgz), llama-bench only, 90a, -j 16, in
+#             /tmp/llb (resumes there on a second call to a warm machine); prints the build time
+#   llama_bench  llama-bench -ngl 99 -fa 1, KV f16 / q8_0 / q4_0, depths 1k/8k/32k (needs the model)
 #   stash / join  the SmolLM2 model over two calls (prep_visit.sh MODEL_PART=aa, then ab)
 #   fwd       the GPU forward's decode bench at 1k/8k/32k (needs the model)
+#   fwdab     A/B of that bench against OLD_TQ (another commit's tq), two interleaved rounds
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -149,6 +156,42 @@ PY
         echo "ncu durations rc=$?"
         pack
         ;;
+    qgemv)
+        { [ -f $B/build.ninja ] || cfg $B; } && cmake --build $B -j 16 --target tq test_cuda_qgemv qgemv_bench > $w/build_qgemv.log 2>&1
+        rc=$?; el "qgemv build rc=$rc"; [ $rc = 0 ] || { tail -40 $w/build_qgemv.log; pack; continue; }
+        timeout 300 $B/tests/test_cuda_qgemv > $w/test_cuda_qgemv.log 2>&1; echo "test_cuda_qgemv rc=$?"
+        grep -m 12 "FAIL\|done\|passed" $w/test_cuda_qgemv.log
+        timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_qgemv --quick \
+            > $w/qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/qgemv_memcheck.log
+        timeout 200 $B/tests/qgemv_bench --split ${QG_SPLITS:-0} --csv $w/qgemv_n1.csv > $w/qgemv_n1.md 2>&1; echo "qgemv_bench n1 rc=$?"
+        cat $w/qgemv_n1.md
+        timeout 200 $B/tests/qgemv_bench --n 8 --reps 20 --csv $w/qgemv_n8.csv > $w/qgemv_n8.md 2>&1
+        echo "qgemv_bench n8 rc=$?"; cat $w/qgemv_n8.md
+        pack
+        ;;
+    llama_build)
+        [ -f llama_src.tgz ] || { echo "no llama_src.tgz (prep_visit.sh LLAMA=1)"; continue; }
+        [ -d /tmp/ll/llama.cpp ] || { mkdir -p /tmp/ll && tar xzf llama_src.tgz -C /tmp/ll; }
+        lt0=$(date +%s)
+        [ -f /tmp/llb/build.ninja ] || cmake -S /tmp/ll/llama.cpp -B /tmp/llb -G Ninja -DCMAKE_BUILD_TYPE=Release \
+            -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF \
+            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
+            -DLLAMA_OPENSSL=OFF > $w/llama_cfg.log 2>&1 || { echo "llama.cpp configure failed"; tail -20 $w/llama_cfg.log; }
+        timeout ${LLAMA_BUILD_S:-400} cmake --build /tmp/llb -j 16 --target llama-bench >> $w/llama_build.log 2>&1
+        echo "llama.cpp build rc=$? in $(( $(date +%s) - lt0 )) s this call (124 = not finished: call again)"
+        tail -3 $w/llama_build.log
+        pack
+        ;;
+    llama_bench)
+        LB=/tmp/llb/bin/llama-bench
+        [ -x $LB ] && [ -f "$model" ] || { echo "no llama-bench or no model"; continue; }
+        for kv in f16 q8_0 q4_0; do
+            timeout 150 $LB -m "$model" -ngl 99 -fa 1 -ctk $kv -ctv $kv -d 1024,8192,32768 -p 0 -n 64 -r 3 \
+                -o csv > $w/llama_bench_$kv.csv 2> $w/llama_bench_$kv.err
+            echo "llama-bench kv $kv rc=$?"; cut -d, -f1-3,30- $w/llama_bench_$kv.csv | tail -4
+        done
+        pack
+        ;;
     stash)
         # first of two calls to a warm machine (< 30 s apart): keep the model's first half
         cp models/part0 /tmp/tq_model_part0 && ls -la /tmp/tq_model_part0
@@ -163,6 +206,22 @@ PY
         timeout 200 $TQ bench --cuda -m "$model" --kv bf16,kv8,turbo:k8v3,turbo:k4v3 --depths 1024,8192,32768 \
             --decode 64 --check 2 --csv $w/fwd_bench.csv > $w/fwd_bench.log 2>&1; echo "fwd bench rc=$?"
         tail -12 $w/fwd_bench.log
+        pack
+        ;;
+    fwdab)
+        # same-visit A/B of the GPU forward's decode: OLD_TQ (another commit's tq, built with
+        # BUILD=... gpu_visit.sh build from its tree) against this build, order alternating per round
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        for r in 1 2; do
+            order="new old"; [ $r = 2 ] && order="old new"
+            kvs=bf16,kv8,turbo:k8v3,turbo:k4v3; [ $r = 2 ] && kvs=bf16,turbo:k8v3
+            for tag in $order; do
+                bin=$TQ; [ $tag = old ] && bin=${OLD_TQ:?set OLD_TQ}
+                timeout 150 $bin bench --cuda -m "$model" --kv $kvs --depths 1024,8192,32768 --decode 64 \
+                    --check 2 --csv $w/fwdab_${tag}_r$r.csv > $w/fwdab_${tag}_r$r.log 2>&1
+                echo "fwdab $tag round $r rc=$?"; grep -i "tok/s\|decode\|check\|KL" $w/fwdab_${tag}_r$r.log | tail -12
+            done
+        done
         pack
         ;;
     *) echo "unknown step $step" ;;

@@ -27,4 +27,22 @@ if [ -n "${MODEL_PART:-}" ]; then
     case "$MODEL_PART" in aa) cp /tmp/tq_model_part_0 "$dst/models/part0" ;; ab) cp /tmp/tq_model_part_1 "$dst/models/part1" ;; esac
     rm -f /tmp/tq_model_part_*
 fi
+# LLAMA=1: a trimmed copy of the llama.cpp source the llama-cpp-python sdist vendors (ggml with the
+# CPU and CUDA backends only, src, include, common, vendor, tools/llama-bench) for gpu_visit.sh llama_build
+if [ -n "${LLAMA:-}" ]; then
+    v=${LLAMA_SRC:?set LLAMA_SRC=<the llama-cpp-python sdist>/vendor/llama.cpp}
+    t=$(mktemp -d); D=$t/llama.cpp
+    mkdir -p $D/ggml/src $D/tools
+    cp -r $v/CMakeLists.txt $v/cmake $v/src $v/include $v/common $v/vendor $D/
+    cp -r $v/ggml/CMakeLists.txt $v/ggml/cmake $v/ggml/include $D/ggml/
+    for f in $v/ggml/src/*; do
+        case $(basename $f) in ggml-cann|ggml-et|ggml-hexagon|ggml-hip|ggml-metal|ggml-musa|ggml-opencl|ggml-openvino|\
+            ggml-rpc|ggml-sycl|ggml-virtgpu|ggml-vulkan|ggml-webgpu|ggml-zdnn|ggml-zendnn|ggml-blas) ;;
+        *) cp -r $f $D/ggml/src/ ;; esac
+    done
+    cp -r $v/tools/llama-bench $D/tools/
+    echo 'add_subdirectory(llama-bench)' > $D/tools/CMakeLists.txt
+    tar czf "$dst/llama_src.tgz" -C $t llama.cpp
+    rm -rf $t
+fi
 du -sh "$dst"

@@ -4,6 +4,9 @@
  *   1. repetition penalty over the distinct tokens of the last `repeat_last_n` accepted tokens
  *      (CTRL / llama.cpp / transformers rule: a positive logit is divided by the penalty, a
  *      negative one multiplied by it);
+ *   1b. presence / frequency penalties (OpenAI's rule) over the tokens accepted as generated
+ *      output (tq_sampler_accept_output(), since the last reset; no window): for a token
+ *      generated c > 0 times, logit -= presence_penalty + c * frequency_penalty;
  *   2. temperature == 0: greedy, argmax (ties go to the lowest token id); nothing else applies;
  *   3. logits / temperature;
  *   4. top-k: keep the k largest (ties broken by lower id);
@@ -28,6 +31,8 @@ typedef struct tq_sampler_params {
     float repeat_penalty;   /* >= 1 ... any > 0; 1 = off                           [1]   */
     int32_t repeat_last_n;  /* penalty window in tokens (0 = off)                  [64]  */
     uint64_t seed;          /* generator seed: same seed, same draws               [0]   */
+    float presence_penalty; /* in [-2, 2], subtracted once from a generated token  [0]   */
+    float frequency_penalty;/* in [-2, 2], subtracted per time it was generated    [0]   */
 } tq_sampler_params;
 
 /* tq_sampler_params_default() -- greedy, every filter off, repeat_last_n 64, seed 0. */
@@ -51,7 +56,13 @@ TQ_API tq_status tq_sampler_sample(tq_sampler *s, const float *logits, int32_t *
  * want them penalised). Out-of-range ids give TQ_E_ARG. */
 TQ_API tq_status tq_sampler_accept(tq_sampler *s, int32_t token);
 
-/* tq_sampler_reset() -- clear the history and reseed the generator with params.seed. */
+/* tq_sampler_accept_output() -- a token the model generated (the one actually used): appended to
+ * the repetition history like tq_sampler_accept(), and counted for presence_penalty /
+ * frequency_penalty (which see only tokens entered here, never prompt tokens). */
+TQ_API tq_status tq_sampler_accept_output(tq_sampler *s, int32_t token);
+
+/* tq_sampler_reset() -- clear the history and the output counts, reseed the generator with
+ * params.seed. */
 TQ_API void tq_sampler_reset(tq_sampler *s);
 
 /* tq_sampler_dist() -- the distribution step 7 draws from: the kept tokens in descending
@@ -60,6 +71,17 @@ TQ_API void tq_sampler_reset(tq_sampler *s);
  * it is the argmax with probability 1. Does not advance the generator. For tests and tools. */
 TQ_API tq_status tq_sampler_dist(tq_sampler *s, const float *logits, int32_t *ids, float *probs,
                                  int64_t cap, int64_t *n_kept);
+
+/* tq_logprobs() -- log-probabilities of one row of raw logits: the log-softmax over all n_vocab
+ * entries, computed in double, with no penalty, temperature or filter applied (what the model
+ * itself predicts, whatever the sampler then does). Writes log p(token) to *lp_token (token -1
+ * or lp_token NULL: skipped) and the k most likely ids in descending order (ties: lower id
+ * first) with their log-probabilities to top_ids/top_lp (k = 0: none; meant for small k, cost
+ * O(n_vocab * k) at worst). NaN logits count as -inf (log-probability -inf). Errors (TQ_E_ARG):
+ * NULL logits, n_vocab < 1, token or k outside [0, n_vocab] / [-1, n_vocab), NULL top arrays with
+ * k > 0, no finite logit in the row. Does not allocate; thread-safe. */
+TQ_API tq_status tq_logprobs(const float *logits, int64_t n_vocab, int32_t token, float *lp_token,
+                             int32_t *top_ids, float *top_lp, int k);
 
 /* ==== generation loop ====================================================================== */
 /* A generator drives one session: prefill the prompt, then sample -> stream -> evaluate, until

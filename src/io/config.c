@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "io/io_internal.h"
+#include "io/mlx.h"
 
 const char *tq_arch_name(tq_arch a)
 {
@@ -501,15 +502,13 @@ static tq_status parse_json_text(const char *path, const char *text, size_t n, j
     return TQ_OK;
 }
 
-tq_status tq_model_config_from_json(const char *path, tq_model_config *c)
+tq_status tq_json_parse_file(const char *path, json_object **out)
 {
-    json_object *root;
     tq_status st;
     FILE *fp;
     char *text;
     long n;
-    if (!path || !c)
-        return TQ_FAIL(TQ_E_ARG, "tq_model_config_from_json: NULL argument");
+    *out = NULL;
     if (!(fp = fopen(path, "rb")))
         return TQ_FAIL(TQ_E_IO, "%s: cannot open: %s", path, strerror(errno));
     if (fseek(fp, 0, SEEK_END) != 0 || (n = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET) != 0) {
@@ -532,9 +531,18 @@ tq_status tq_model_config_from_json(const char *path, tq_model_config *c)
     }
     fclose(fp);
     text[n] = 0;
-    st = parse_json_text(path, text, (size_t)n, &root);
+    st = parse_json_text(path, text, (size_t)n, out);
     tq_free(text);
-    if (st)
+    return st;
+}
+
+tq_status tq_model_config_from_json(const char *path, tq_model_config *c)
+{
+    json_object *root;
+    tq_status st;
+    if (!path || !c)
+        return TQ_FAIL(TQ_E_ARG, "tq_model_config_from_json: NULL argument");
+    if ((st = tq_json_parse_file(path, &root)))
         return st;
     st = from_json_obj(root, path, c);
     json_object_put(root);

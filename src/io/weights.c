@@ -13,6 +13,7 @@
 
 #include "core/half.h"
 #include "io/io_internal.h"
+#include "io/mlx.h"
 
 typedef struct w_entry {
     char *name;        /* HF name                                     */
@@ -22,6 +23,10 @@ typedef struct w_entry {
     int n_dims;
     int64_t shape[4];
     int64_t n_elem;
+    /* MLX affine matrix (mlx.h): src_index is its U32 codes; mlx_bits == 0 otherwise */
+    int mlx_bits, mlx_group;
+    int64_t mlx_scales, mlx_biases; /* indices of M.scales / M.biases in the reader */
+    char mlx_type[24];              /* "MLX4g64 (BF16)" */
 } w_entry;
 
 struct tq_weights {
@@ -31,6 +36,7 @@ struct tq_weights {
     tq_model_config cfg;
     int64_t n;
     w_entry *e;
+    int64_t n_mlx; /* MLX affine matrices among the entries */
 };
 
 static const struct {
@@ -139,10 +145,110 @@ static tq_status open_gguf(tq_weights *w, const char *path)
     return st ? st : init_gguf(w, path);
 }
 
+/* The entries of a safetensors source. An MLX affine matrix M (M.weight U32 with M.scales and
+ * M.biases beside it, mlx.h) becomes one entry M.weight of its logical shape [rows, cols]; its
+ * scales and biases are not listed on their own. Everything about it is checked here: the
+ * config.json quantization entry, the dtypes, and that the three shapes agree with its bits and
+ * group. */
+static tq_status st_entries(tq_weights *w, const char *path, const char *cfg_path,
+                            const tq_mlx_quant *mq)
+{
+    const int64_t n = tq_st_n_tensors(w->st);
+    if (!(w->e = tq_calloc((size_t)(n ? n : 1), sizeof(*w->e))))
+        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+    w->n = 0;
+    for (int64_t i = 0; i < n; i++) {
+        tq_st_tensor_info ti, sc, bi;
+        char mod[1024], other[1100];
+        tq_st_tensor(w->st, i, &ti);
+        const size_t len = strlen(ti.name);
+        const int is_sb = tq_ends_with(ti.name, ".scales") || tq_ends_with(ti.name, ".biases");
+        if (is_sb) {
+            /* a companion: listed with its matrix; alone it is an error */
+            snprintf(mod, sizeof(mod), "%.*s", (int)(len - 7), ti.name);
+            snprintf(other, sizeof(other), "%s.weight", mod);
+            const int64_t wi = tq_st_find(w->st, other);
+            tq_st_tensor_info wt;
+            if (wi >= 0 && tq_st_tensor(w->st, wi, &wt) == TQ_OK && wt.dtype == TQ_ST_U32)
+                continue;
+        }
+        w_entry *e = &w->e[w->n];
+        if (!(e->name = tq_strdup(ti.name)))
+            return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
+        w->n++;
+        e->src = ti.name;
+        e->src_index = i;
+        e->n_dims = ti.n_dims > 4 ? 4 : ti.n_dims;
+        e->n_elem = ti.n_elem;
+        for (int d = 0; d < e->n_dims; d++)
+            e->shape[d] = ti.shape[d];
+        if (!tq_ends_with(ti.name, ".weight") || ti.dtype != TQ_ST_U32)
+            continue;
+        /* an MLX affine matrix */
+        snprintf(mod, sizeof(mod), "%.*s", (int)(len - 7), ti.name);
+        snprintf(other, sizeof(other), "%s.scales", mod);
+        const int64_t si = tq_st_find(w->st, other);
+        snprintf(other, sizeof(other), "%s.biases", mod);
+        const int64_t bx = tq_st_find(w->st, other);
+        if (si < 0 || bx < 0)
+            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is U32 (MLX packed codes) but %s.%s is "
+                           "missing: an MLX affine matrix needs its .scales and .biases", ti.file,
+                           ti.name, mod, si < 0 ? "scales" : "biases");
+        if (!mq)
+            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is MLX affine (U32 codes + scales + biases) "
+                           "but %s has no \"quantization\" entry with its bits and group_size",
+                           ti.file, ti.name, cfg_path);
+        int bits, group;
+        if (!tq_mlx_quant_lookup(mq, mod, &bits, &group))
+            return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is MLX affine but %s marks module %s as "
+                           "not quantized (false)", ti.file, ti.name, cfg_path, mod);
+        tq_st_tensor(w->st, si, &sc);
+        tq_st_tensor(w->st, bx, &bi);
+        if ((sc.dtype != TQ_ST_F16 && sc.dtype != TQ_ST_BF16 && sc.dtype != TQ_ST_F32) ||
+            bi.dtype != sc.dtype)
+            return TQ_FAIL(TQ_E_FORMAT, "%s: %s.scales is %s and %s.biases is %s: MLX affine "
+                           "scales and biases must both be F16, BF16 or F32", sc.file, mod,
+                           tq_st_dtype_name(sc.dtype), mod, tq_st_dtype_name(bi.dtype));
+        const int64_t rows = ti.n_dims == 2 ? ti.shape[0] : -1;
+        const int64_t ng = sc.n_dims == 2 ? sc.shape[1] : -1;
+        const int64_t cols = ng * group;
+        if (ti.n_dims != 2 || sc.n_dims != 2 || bi.n_dims != 2 || sc.shape[0] != rows ||
+            bi.shape[0] != rows || bi.shape[1] != ng || ng <= 0 ||
+            cols * bits != ti.shape[1] * 32)
+            return TQ_FAIL(TQ_E_FORMAT, "%s: MLX affine %s: codes [%lld, %lld], scales [%lld, "
+                           "%lld], biases [%lld, %lld] do not agree with bits %d, group_size %d "
+                           "(%s): want codes [R, C * %d / 32], scales and biases [R, C / %d]",
+                           ti.file, mod, (long long)ti.shape[0],
+                           (long long)(ti.n_dims > 1 ? ti.shape[1] : 0), (long long)sc.shape[0],
+                           (long long)(sc.n_dims > 1 ? sc.shape[1] : 0), (long long)bi.shape[0],
+                           (long long)(bi.n_dims > 1 ? bi.shape[1] : 0), bits, group, cfg_path,
+                           bits, group);
+        e->mlx_bits = bits;
+        e->mlx_group = group;
+        e->mlx_scales = si;
+        e->mlx_biases = bx;
+        e->shape[1] = cols;
+        e->n_elem = rows * cols;
+        snprintf(e->mlx_type, sizeof(e->mlx_type), "MLX%dg%d (%s)", bits, group,
+                 tq_st_dtype_name(sc.dtype));
+        w->n_mlx++;
+    }
+    if (w->n_mlx) {
+        int b, g;
+        tq_mlx_quant_default(mq, &b, &g);
+        tq_log(TQ_LOG_INFO, "%s: %lld MLX affine matrices (%d bits, group %d by default, per "
+               "module from %s); the engine dequantizes them at load", path,
+               (long long)w->n_mlx, b, g, cfg_path);
+    }
+    return TQ_OK;
+}
+
 static tq_status open_st(tq_weights *w, const char *path)
 {
     tq_status st = tq_st_open(path, &w->st);
     char *cfg_path = NULL;
+    tq_mlx_quant *mq = NULL;
+    int cfg_missing = 0;
     if (st)
         return st;
     /* config.json next to the weights */
@@ -171,31 +277,19 @@ static tq_status open_st(tq_weights *w, const char *path)
                 st = TQ_OK;
             }
         } else {
+            cfg_missing = 1;
             memset(&w->cfg, 0, sizeof(w->cfg));
             w->cfg.bos_id = w->cfg.eos_id = -1;
             snprintf(w->cfg.arch_name, sizeof(w->cfg.arch_name), "unknown");
         }
     }
+    if (!st && !cfg_missing)
+        st = tq_mlx_quant_read(cfg_path, &mq);
+    if (!st)
+        st = st_entries(w, path, cfg_missing ? "config.json" : cfg_path, mq);
+    tq_mlx_quant_free(mq);
     tq_free(cfg_path);
-    if (st)
-        return st;
-    w->n = tq_st_n_tensors(w->st);
-    if (!(w->e = tq_calloc((size_t)(w->n ? w->n : 1), sizeof(*w->e))))
-        return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
-    for (int64_t i = 0; i < w->n; i++) {
-        tq_st_tensor_info ti;
-        w_entry *e = &w->e[i];
-        tq_st_tensor(w->st, i, &ti);
-        if (!(e->name = tq_strdup(ti.name)))
-            return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory", path);
-        e->src = ti.name;
-        e->src_index = i;
-        e->n_dims = ti.n_dims > 4 ? 4 : ti.n_dims;
-        e->n_elem = ti.n_elem;
-        for (int d = 0; d < e->n_dims; d++)
-            e->shape[d] = ti.shape[d];
-    }
-    return TQ_OK;
+    return st;
 }
 
 /* What a file is by its first bytes: "GGUF" magic, or safetensors (u64 LE header length, then
@@ -351,6 +445,12 @@ tq_status tq_weights_tensor_at(const tq_weights *w, int64_t i, tq_weights_tensor
         out->src_type = tq_st_dtype_name(ti.dtype);
         out->src_nbytes = ti.nbytes;
         out->ggml_type = -1;
+        if (e->mlx_bits) {
+            tq_st_tensor_info sc;
+            tq_st_tensor(w->st, e->mlx_scales, &sc);
+            out->src_type = e->mlx_type;
+            out->src_nbytes = ti.nbytes + 2 * sc.nbytes;
+        }
     }
     return TQ_OK;
 }
@@ -483,6 +583,44 @@ static tq_status read_gguf(const tq_weights *w, const w_entry *e, tq_dtype dt, v
     return st;
 }
 
+/* Rows [r0, r0 + n) of an MLX affine matrix, dequantized (mlx.h) into dst as dt. */
+static tq_status read_mlx(const tq_weights *w, const w_entry *e, int64_t r0, int64_t n,
+                          tq_dtype dt, void *dst)
+{
+    tq_st_tensor_info ti, sc;
+    tq_st_tensor(w->st, e->src_index, &ti);
+    tq_st_tensor(w->st, e->mlx_scales, &sc);
+    const int64_t cols = e->shape[1];
+    const size_t cb = ti.nbytes / (size_t)e->shape[0]; /* code bytes of a row */
+    const size_t sb = sc.nbytes / (size_t)e->shape[0]; /* scale bytes of a row */
+    uint8_t *buf = tq_malloc(cb + 2 * sb);
+    float *row = tq_malloc((size_t)cols * sizeof(float));
+    tq_status st = TQ_OK;
+    if (!buf || !row) {
+        tq_free(buf);
+        tq_free(row);
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory for a %lld-element row", (long long)cols);
+    }
+    for (int64_t r = r0; r < r0 + n && !st; r++) {
+        if ((st = tq_st_read_tensor(w->st, e->src_index, (size_t)r * cb, buf, cb)) ||
+            (st = tq_st_read_tensor(w->st, e->mlx_scales, (size_t)r * sb, buf + cb, sb)) ||
+            (st = tq_st_read_tensor(w->st, e->mlx_biases, (size_t)r * sb, buf + cb + sb, sb)))
+            break;
+        float *out = dt == TQ_DTYPE_F32 ? (float *)dst + (r - r0) * cols : row;
+        tq_mlx_dequant_row(buf, buf + cb, buf + cb + sb, sc.dtype, cols, e->mlx_bits,
+                           e->mlx_group, out);
+        if (dt != TQ_DTYPE_F32)
+            store(dt, dst, (r - r0) * cols, row, cols);
+    }
+    tq_free(row);
+    tq_free(buf);
+    if (!st)
+        st = tq_st_check_tensor(w->st, e->mlx_scales);
+    if (!st)
+        st = tq_st_check_tensor(w->st, e->mlx_biases);
+    return st;
+}
+
 /* Elements [el0, el0 + n) of a safetensors tensor into dst as dt. */
 static tq_status read_st(const tq_weights *w, const w_entry *e, int64_t el0, int64_t n, tq_dtype dt,
                          void *dst)
@@ -491,6 +629,8 @@ static tq_status read_st(const tq_weights *w, const w_entry *e, int64_t el0, int
     _Alignas(64) uint8_t p[PIECE_BYTES];
     size_t esz;
     tq_status st = TQ_OK;
+    if (e->mlx_bits) /* whole rows: el0 and n are multiples of the row */
+        return read_mlx(w, e, el0 / e->shape[1], n / e->shape[1], dt, dst);
     tq_st_tensor(w->st, e->src_index, &ti);
     esz = tq_st_dtype_size(ti.dtype);
     if ((ti.dtype == TQ_ST_F32 && dt == TQ_DTYPE_F32) ||

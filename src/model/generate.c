@@ -230,7 +230,7 @@ tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_pro
         if ((st = tq_sampler_sample(g->sampler, g->logits, &t)))
             goto out;
         S->n_gen++;
-        tq_sampler_accept(g->sampler, t);
+        tq_sampler_accept_output(g->sampler, t);
         if (!g->opts.ignore_eos && is_eos(g, t)) {
             S->stop = TQ_GEN_STOP_EOS;
             break;

@@ -1,5 +1,6 @@
-/* sample.c -- token sampler: repetition penalty, greedy, temperature, top-k, top-p, min-p, seeded
- * draw (pipeline and order in include/turboquant/generate.h).
+/* sample.c -- token sampler: repetition penalty, presence/frequency penalties, greedy,
+ * temperature, top-k, top-p, min-p, seeded draw (pipeline and order in
+ * include/turboquant/generate.h); and tq_logprobs(), the log-softmax of a raw row.
  *
  * Candidates are (logit, id) pairs under one total order: larger logit first, then lower id. Every
  * selection below uses that order, so results never depend on sort stability or platform qsort.
@@ -33,6 +34,10 @@ struct tq_sampler {
     int64_t hist_at; /* next write position */
     uint32_t *stamp; /* (n_vocab) dedupe marks for the penalty */
     uint32_t cur;    /* current stamp value */
+    /* presence/frequency penalties (allocated only when one of them is not 0) */
+    int32_t *count;  /* (n_vocab) times each token was accepted as output since the reset */
+    int32_t *seen;   /* (n_vocab) the distinct ids with count > 0, n_seen of them */
+    int64_t n_seen;
 };
 
 tq_sampler_params tq_sampler_params_default(void)
@@ -70,6 +75,12 @@ static tq_status check_params(const tq_sampler_params *p, int64_t n_vocab)
     if (p->repeat_last_n < 0)
         return TQ_FAIL(TQ_E_ARG, "sampler: repeat_last_n %d invalid (need >= 0; 0 = off)",
                        p->repeat_last_n);
+    if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
+        return TQ_FAIL(TQ_E_ARG, "sampler: presence_penalty %g invalid (need -2 <= value <= 2; "
+                                 "0 = off)", (double)p->presence_penalty);
+    if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
+        return TQ_FAIL(TQ_E_ARG, "sampler: frequency_penalty %g invalid (need -2 <= value <= 2; "
+                                 "0 = off)", (double)p->frequency_penalty);
     return TQ_OK;
 }
 
@@ -98,7 +109,13 @@ tq_status tq_sampler_create(const tq_sampler_params *params, int64_t n_vocab, tq
     s->c = tq_malloc(nc);
     s->stamp = tq_calloc(1, ns);
     s->hist = tq_malloc(nh);
-    if (!s->c || !s->stamp || !s->hist) {
+    if (params->presence_penalty != 0.0f || params->frequency_penalty != 0.0f) {
+        s->count = tq_calloc(1, ns);
+        s->seen = tq_malloc(ns);
+    }
+    if (!s->c || !s->stamp || !s->hist ||
+        ((params->presence_penalty != 0.0f || params->frequency_penalty != 0.0f) &&
+         (!s->count || !s->seen))) {
         tq_sampler_free(s);
         return TQ_FAIL(TQ_E_NOMEM, "tq_sampler_create: out of memory for %lld tokens",
                        (long long)n_vocab);
@@ -115,6 +132,8 @@ void tq_sampler_free(tq_sampler *s)
     tq_free(s->c);
     tq_free(s->stamp);
     tq_free(s->hist);
+    tq_free(s->count);
+    tq_free(s->seen);
     tq_free(s);
 }
 
@@ -124,6 +143,10 @@ void tq_sampler_reset(tq_sampler *s)
         return;
     s->hist_n = 0;
     s->hist_at = 0;
+    if (s->count)
+        for (int64_t j = 0; j < s->n_seen; j++)
+            s->count[s->seen[j]] = 0;
+    s->n_seen = 0;
     tq_rng_seed(&s->rng, s->p.seed);
 }
 
@@ -140,6 +163,20 @@ tq_status tq_sampler_accept(tq_sampler *s, int32_t token)
     s->hist_at = (s->hist_at + 1) % s->p.repeat_last_n;
     if (s->hist_n < s->p.repeat_last_n)
         s->hist_n++;
+    return TQ_OK;
+}
+
+tq_status tq_sampler_accept_output(tq_sampler *s, int32_t token)
+{
+    tq_status st = tq_sampler_accept(s, token);
+    if (st)
+        return st;
+    if (s->count) {
+        if (s->count[token] == 0)
+            s->seen[s->n_seen++] = token;
+        if (s->count[token] < INT32_MAX)
+            s->count[token]++;
+    }
     return TQ_OK;
 }
 
@@ -239,6 +276,15 @@ static int64_t load(tq_sampler *s, const float *logits)
                 continue;
             s->stamp[t] = s->cur;
             c[t].v = c[t].v > 0.0f ? c[t].v / pen : c[t].v * pen;
+        }
+    }
+    if (s->count) { /* OpenAI: logit -= presence * [count > 0] + frequency * count */
+        const float pp = s->p.presence_penalty, fp = s->p.frequency_penalty;
+        for (int64_t j = 0; j < s->n_seen; j++) {
+            const int32_t t = s->seen[j];
+            const float v = c[t].v - (pp + fp * (float)s->count[t]);
+            if (c[t].v != -INFINITY) /* a finite logit stays finite */
+                c[t].v = v > FLT_MAX ? FLT_MAX : v < -FLT_MAX ? -FLT_MAX : v;
         }
     }
     for (int64_t i = 0; i < s->n_vocab; i++)
@@ -397,5 +443,70 @@ tq_status tq_sampler_dist(tq_sampler *s, const float *logits, int32_t *ids, floa
         probs[i] = (float)((double)s->c[i].w / z);
     }
     *n_kept = n;
+    return TQ_OK;
+}
+
+/* ---- log-probabilities ---------------------------------------------------------------------- */
+
+/* the order key of logits[i] for the top list: NaN as -inf */
+static inline float lp_key(const float *logits, int64_t i)
+{
+    return isnan(logits[i]) ? -INFINITY : logits[i];
+}
+
+/* log p of logit v given lz = log of the row's partition sum */
+static inline float lp_of(float v, double lz)
+{
+    if (isnan(v) || v == -INFINITY)
+        return -INFINITY;
+    return (float)((double)(v == INFINITY ? FLT_MAX : v) - lz);
+}
+
+tq_status tq_logprobs(const float *logits, int64_t n_vocab, int32_t token, float *lp_token,
+                      int32_t *top_ids, float *top_lp, int k)
+{
+    if (!logits || n_vocab < 1 || n_vocab > INT32_MAX)
+        return TQ_FAIL(TQ_E_ARG, "tq_logprobs: %s", !logits ? "logits is NULL"
+                                                             : "n_vocab out of range (1..2^31-1)");
+    if (token < -1 || token >= n_vocab)
+        return TQ_FAIL(TQ_E_ARG, "tq_logprobs: token %d outside [-1, %lld)", token,
+                       (long long)n_vocab);
+    if (k < 0 || k > n_vocab || (k > 0 && (!top_ids || !top_lp)))
+        return TQ_FAIL(TQ_E_ARG, "tq_logprobs: k = %d invalid (need 0..%lld and both top arrays)",
+                       k, (long long)n_vocab);
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n_vocab; i++)
+        if (logits[i] > m) /* false for NaN */
+            m = logits[i];
+    if (m == -INFINITY)
+        return TQ_FAIL(TQ_E_ARG, "tq_logprobs: no finite logit in a row of %lld (all NaN or -inf)",
+                       (long long)n_vocab);
+    if (m == INFINITY) /* as the sampler: +inf counts as the largest float */
+        m = FLT_MAX;
+    double z = 0.0;
+    for (int64_t i = 0; i < n_vocab; i++) {
+        const float v = logits[i];
+        if (!isnan(v) && v != -INFINITY)
+            z += exp((double)(v == INFINITY ? FLT_MAX : v) - (double)m);
+    }
+    const double lz = (double)m + log(z);
+    if (lp_token && token >= 0)
+        *lp_token = lp_of(logits[token], lz);
+    /* top k by insertion into a sorted prefix: larger logit first, then lower id (an equal
+     * logit met later never moves ahead of one already kept) */
+    int n = 0;
+    for (int64_t i = 0; i < n_vocab && k > 0; i++) {
+        const float v = lp_key(logits, i);
+        if (n == k && !(v > lp_key(logits, top_ids[k - 1])))
+            continue;
+        int j = n < k ? n++ : k - 1;
+        while (j > 0 && v > lp_key(logits, top_ids[j - 1])) {
+            top_ids[j] = top_ids[j - 1];
+            j--;
+        }
+        top_ids[j] = (int32_t)i;
+    }
+    for (int j = 0; j < k; j++)
+        top_lp[j] = lp_of(logits[top_ids[j]], lz);
     return TQ_OK;
 }
