@@ -118,8 +118,9 @@ static tq_status load_tensor_q(loader *L, const char *name, int optional, int n_
         return load_native(L, name, &ti, d0, d1, dst, q);
     if (q && L->store == TQ_STORE_NATIVE && ti.ggml_type < 0)
         return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: --weights native needs a GGUF file with block "
-                                         "formats; tensor %s is %s in safetensors (use --weights "
-                                         "bf16|f16|f32)", L->path, name, ti.src_type);
+                                         "formats or MLX affine matrices with BF16 scales; tensor "
+                                         "%s is %s in safetensors (use --weights bf16|f16|f32)",
+                       L->path, name, ti.src_type);
     size_t bytes;
     if (!tq_mul_ok((size_t)ti.n_elem, tq_dtype_size(dtype), &bytes))
         return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is too large", L->path, name);
