@@ -10,7 +10,7 @@ usage: python3 scripts/quality/kv_speed.py [--rounds 3] [--steps 8] [--isa avx51
        [--bench build/release/tests/test_rot_bench] [--json OUT] [--text FILE]
 --isas runs every ISA of the list in each round (tq forced to it; llama.cpp through the default
 libllama for avx512 and through an AVX2-only build for avx2, LLAMA_CPP_LIB_PATH=DIR, default
-/work/llama-build-avx2/bin: cmake -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+../llama-build-avx2/bin next to the repository: cmake -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 -DGGML_F16C=ON -DGGML_AVX512=OFF -DBUILD_SHARED_LIBS=ON -DLLAMA_CURL=OFF, target llama) and
 prints one table per ISA.
 """
@@ -27,8 +27,8 @@ ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--steps", type=int, default=8)
 ap.add_argument("--isa", default="", help="force tq's kernels (avx2 = the AVX2 proxy)")
 ap.add_argument("--isas", default="", help="comma list: run each ISA per round (both engines)")
-ap.add_argument("--llama-lib-avx2", default=os.environ.get("LLAMA_AVX2_LIB",
-                                                           "/work/llama-build-avx2/bin"))
+ap.add_argument("--llama-lib-avx2", default=os.environ.get(
+    "LLAMA_AVX2_LIB", os.path.join(ROOT, "..", "llama-build-avx2", "bin")))
 ap.add_argument("--bench", default=os.path.join(ROOT, "build/release/tests/test_rot_bench"))
 ap.add_argument("--llama-configs", default="f16,q8_0/q4_0+fa")
 ap.add_argument("--no-llama", action="store_true")
