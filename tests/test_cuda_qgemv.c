@@ -295,7 +295,7 @@ int main(int argc, char **argv)
     static const int64_t shapes[][2] = {{1, 256}, {5, 512}, {37, 1024}, {130, 4096}, {64, 14336}};
     const int n_shapes = quick ? 3 : 5;
     /* both batch-1 paths: rows streamed through shared memory (16-byte aligned rows) and direct */
-    for (int staged = 1; staged >= 0; staged--) {
+    for (int staged = 2; staged >= 0; staged -= 2) { /* 2: every staged format, 0: none */
         tq_cuda_qgemv_set_staged(staged);
         for (int fi = 0; fi < 4; fi++) {
             const int pad = fmts[fi] == TQ_GGML_Q4_K ? 16 : 2;

@@ -580,15 +580,16 @@ size_t packed_bytes_of(int f, int64_t cols)
 }
 
 // TQ_QGEMV_STAGED=0 or tq_cuda_qgemv_set_staged(0): batch 1 of the ggml formats without the
-// shared-memory staging (A/B, tests)
+// shared-memory staging; 2: Q4_K staged too (A/B, tests)
 int g_staged = -1;
 bool use_staged(int f, const qargs &g, int nt)
 {
     if (g_staged < 0) {
         const char *e = getenv("TQ_QGEMV_STAGED");
-        g_staged = !(e && e[0] == '0');
+        g_staged = e ? atoi(e) : 1;
     }
-    return g_staged && nt == 1 && (f == F_Q4_0 || f == F_Q8_0 || f == F_Q4_K || f == F_Q6_K) &&
+    // Q4_K (16-byte aligned blocks) reads directly by default: staged 10% slower (H200, visit q4)
+    return g_staged && nt == 1 && (f == F_Q4_0 || f == F_Q8_0 || (f == F_Q4_K && g_staged == 2) || f == F_Q6_K) &&
            g.row_bytes % 16 == 0 && (uintptr_t)g.w % 16 == 0 && packed_bytes_of(f, g.cols) % 16 == 0;
 }
 
@@ -747,7 +748,7 @@ tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, flo
 
 extern "C" void tq_cuda_qgemv_set_staged(int on)
 {
-    g_staged = on ? 1 : 0;
+    g_staged = on == 0 || on == 2 ? on : 1;
 }
 
 extern "C" void tq_cuda_qgemv_set_split(int ks)
