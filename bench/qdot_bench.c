@@ -1,9 +1,10 @@
 /* qdot_bench.c -- micro-benchmark of the native block kernels (src/cpu/qdot.h), 1 token.
  *
- *   build/qdot/tests/qdot_bench [-r REPS] [-t THREADS] [-s M,K] ...
+ *   build/qdot/tests/qdot_bench [-r REPS] [-t THREADS] [-n TOKENS] [-s M,K] ...
  *
  * For each shape (default 576x1536 and 4096x14336) and thread count (default 1 and 2), times
- * one matvec of random weights per format (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K), per ISA table (scalar,
+ * one product with -n tokens (default 1: a matvec; n > 1: the GEMM tiles of prefill and batched
+ * decode; GB/s then counts the weight bytes once) of random weights per format (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K), per ISA table (scalar,
  * avx2, avx512vnni where the CPU has it; a table without the format is skipped) and per activation path (q8: the quantizer is inside the timed region; f32), and the
  * existing bf16 kernel of src/cpu/matvec.h (best ISA) on the same shape as the in-run
  * reference. Configurations are interleaved round by round; the median of REPS rounds is
@@ -31,7 +32,7 @@ typedef struct job {
     int type;
     const void *w;
     size_t rb;
-    int64_t m, k;
+    int64_t m, k, n;
     const float *x;
     const void *a;
     float *y;
@@ -43,11 +44,11 @@ static void run_job(void *ctx, int ith, int nth)
     const int64_t r0 = j->m * ith / nth;
     const int64_t r1 = j->m * (ith + 1) / nth;
     if (j->path == PATH_Q8)
-        j->K->mv_q8[j->type](j->w, j->rb, j->k, j->a, 1, j->y, j->m, r0, r1);
+        j->K->mv_q8[j->type](j->w, j->rb, j->k, j->a, j->n, j->y, j->m, r0, r1);
     else if (j->path == PATH_F32)
-        j->K->mv_f32[j->type](j->w, j->rb, j->k, j->x, j->k, 1, j->y, j->m, r0, r1);
+        j->K->mv_f32[j->type](j->w, j->rb, j->k, j->x, j->k, j->n, j->y, j->m, r0, r1);
     else
-        j->mm->mm[TQ_DTYPE_BF16](j->w, j->k, j->x, NULL, j->k, 1, j->y, j->m, r0, r1);
+        j->mm->mm[TQ_DTYPE_BF16](j->w, j->k, j->x, NULL, j->k, j->n, j->y, j->m, r0, r1);
 }
 
 /* CPU time of the calling thread: under a loaded machine it leaves out the time this thread
@@ -70,13 +71,18 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int reps = 9;
+    int64_t ntok = 1;
     int threads[4] = {1, 2};
     int n_threads = 2;
     int64_t shapes[8][2] = {{576, 1536}, {4096, 14336}};
     int n_shapes = 2;
     int user_shapes = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-r")) {
+        if (!strcmp(argv[i], "-n")) {
+            ntok = atoll(argv[i + 1]);
+            if (ntok < 1 || ntok > 4096)
+                ntok = 1;
+        } else if (!strcmp(argv[i], "-r")) {
             reps = atoi(argv[i + 1]);
         } else if (!strcmp(argv[i], "-t")) {
             threads[0] = atoi(argv[i + 1]);
@@ -91,7 +97,7 @@ int main(int argc, char **argv)
             shapes[user_shapes][1] = k;
             n_shapes = ++user_shapes;
         } else {
-            fprintf(stderr, "usage: qdot_bench [-r REPS] [-t THREADS] [-s M,K]...\n");
+            fprintf(stderr, "usage: qdot_bench [-r REPS] [-t THREADS] [-n TOKENS] [-s M,K]...\n");
             return 2;
         }
     }
@@ -107,21 +113,21 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_mm; i++) /* the best batch-invariant bf16 kernel: the engine's default */
         if (mms[i]->mm[TQ_DTYPE_BF16] && mms[i]->batch_invariant && !mms[i]->needs_xb)
             mm = mms[i];
-    printf("qdot_bench: cpu isa %s, bf16 reference kernel %s, %d rounds (median)\n",
-           tq_isa_name(tq_cpu_isa()), mm->name, reps);
+    printf("qdot_bench: cpu isa %s, bf16 reference kernel %s, %d rounds (median), %lld tokens\n",
+           tq_isa_name(tq_cpu_isa()), mm->name, reps, (long long)ntok);
     printf("%-11s %3s %-5s %-6s %-4s %10s %8s %8s %10s %8s %8s\n", "shape", "thr", "fmt", "isa",
            "act", "wall us", "GB/s", "x bf16", "cpu us", "GB/s", "x bf16");
     tq_rng rng;
     tq_rng_seed(&rng, 1);
     for (int si = 0; si < n_shapes; si++) {
         const int64_t m = shapes[si][0], k = shapes[si][1];
-        float *x = malloc(sizeof(float) * k);
-        float *y = malloc(sizeof(float) * m);
-        void *a = malloc(sizeof(tq_q8k) * (k / 32)); /* room for either activation */
+        float *x = malloc(sizeof(float) * k * ntok);
+        float *y = malloc(sizeof(float) * m * ntok);
+        void *a = malloc(sizeof(tq_q8k) * (k / 32) * ntok); /* room for either activation */
         uint16_t *wb = malloc(sizeof(uint16_t) * m * k);
         if (!x || !y || !a || !wb)
             return 1;
-        for (int64_t j = 0; j < k; j++)
+        for (int64_t j = 0; j < k * ntok; j++)
             x[j] = tq_rng_normal(&rng);
         for (int64_t j = 0; j < m * k; j++)
             wb[j] = tq_f32_to_bf16(0.02f * tq_rng_normal(&rng));
@@ -152,8 +158,8 @@ int main(int argc, char **argv)
                 int nc = 0;
                 for (int i = 0; i < n_isa; i++)
                     for (int p = PATH_Q8; p <= PATH_F32 && isa[i]->mv_q8[t]; p++)
-                        cfg[nc++] = (job){p, isa[i], mm, t, w, rb, m, k, x, a, y};
-                cfg[nc++] = (job){PATH_BF16, NULL, mm, t, wb, 0, m, k, x, a, y};
+                        cfg[nc++] = (job){p, isa[i], mm, t, w, rb, m, k, ntok, x, a, y};
+                cfg[nc++] = (job){PATH_BF16, NULL, mm, t, wb, 0, m, k, ntok, x, a, y};
                 double *ts = malloc(sizeof(double) * reps * nc);
                 double *tc = malloc(sizeof(double) * reps * nc);
                 for (int r = -1; r < reps; r++) { /* round -1 warms up */
@@ -161,7 +167,7 @@ int main(int argc, char **argv)
                         const uint64_t t0 = tq_now_ns();
                         const uint64_t c0 = cpu_ns();
                         if (cfg[c].path == PATH_Q8)
-                            cfg[c].K->quant[t](x, a, k);
+                            cfg[c].K->quant[t](x, a, k * ntok);
                         tq_pool_run(pool, run_job, &cfg[c]);
                         const uint64_t c1 = cpu_ns();
                         const uint64_t t1 = tq_now_ns();

@@ -35,9 +35,6 @@ static const struct {
 } allow[] = {
     {"src/cuda/kv_cuda.cuh", "kv/kv_internal.h",
      "tq_kv_row_bytes1() of the codec module; the CUDA side of issue 12 item 4"},
-    {"src/cuda/fwd_session.c", "model/engine.h",
-     "the GPU session reads the engine's model struct; the one-forward backend table (issue 12 "
-     "item 4) replaces it"},
 };
 #define N_ALLOW (int)(sizeof(allow) / sizeof(allow[0]))
 static int allow_used[N_ALLOW];

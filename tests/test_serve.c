@@ -1057,6 +1057,8 @@ int main(int argc, char **argv)
     http(r, "GET", "/metrics", NULL, 0, KEY);
     CHECK(r->code == 200 && strstr(r->body, "tq_requests_total ") &&
               strstr(r->body, "tq_kv_bytes_in_use{scheme=\"f32\"}") &&
+              strstr(r->body, "\ntq_decode_steps_total{seqs=\"1\"} ") &&
+              strstr(r->body, "\ntq_decode_step_seconds_total{seqs=\"1\"} ") &&
               !strstr(r->body, "tq_http_responses_total{class=\"4xx\"} 0\n"),
           "metrics: %s", r->body);
 

@@ -191,7 +191,7 @@ int main(int argc, char **argv)
         sb[8] = save8;
         s = load_into(orig, bad);
         const char *e = tq_last_error();
-        CHECK(s == TQ_E_FORMAT && strstr(e, "version 1") && strstr(e, "reads version 2") &&
+        CHECK(s == TQ_E_FORMAT && strstr(e, "version 1") && strstr(e, "reads versions 2") &&
                   strstr(e, "re-make"), "version 1: %s", e);
         free(sb);
     }

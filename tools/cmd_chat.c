@@ -249,7 +249,10 @@ int cmd_chat(int argc, char **argv)
             common++;
         if (common == n)
             common = n - 1;
-        tq_session_trim(g.session, tq_session_n_past(g.session) - common);
+        if (tq_session_trim(g.session, tq_session_n_past(g.session) - common)) {
+            tq_session_reset(g.session); /* a ring (sliding window) cannot go back that far */
+            common = 0;
+        }
         c.n_cached = common;
         c.n_gen = 0;
         c.n_reply = 0;

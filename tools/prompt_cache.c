@@ -38,8 +38,9 @@ int prompt_cache(const char *cmd, tq_session *s, const char *load, const char *s
         if (nc != tq_session_n_past(s) || nc == 0) {
             tq_session_reset(s); /* a cache without token ids cannot be matched to a prompt */
             l = 0;
-        } else if ((st = tq_session_trim(s, nc - l))) {
-            return cli_error(cmd, st, "prompt cache");
+        } else if (tq_session_trim(s, nc - l)) {
+            tq_session_reset(s); /* a ring (sliding window) cannot go back that far */
+            l = 0;
         }
         fprintf(stderr, "tq %s: prompt cache '%s': %lld of %lld prompt tokens reused\n", cmd, load,
                 (long long)l, (long long)n);

@@ -1013,12 +1013,27 @@ static enum MHD_Result models(struct MHD_Connection *mc, srv *s)
     return send_json(mc, s, 200, o);
 }
 
+/* append to t[0..cap) at *n, keeping *n < cap (output cut, never overrun) */
+static void addf(char *t, size_t cap, int *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void addf(char *t, size_t cap, int *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(t + *n, cap - (size_t)*n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *n = (size_t)*n + (size_t)k < cap ? *n + k : (int)cap - 1;
+}
+
 static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
 {
-    char t[4096];
+    const size_t cap = 4096 + 192 * ((size_t)s->n_slots + 1);
+    char *t = malloc(cap);
+    if (!t)
+        return send_error(mc, s, 500, NULL, NULL, "out of memory");
     pthread_mutex_lock(&s->mu);
     int n = snprintf(
-        t, sizeof(t),
+        t, cap,
         "# HELP tq_http_responses_total HTTP responses by status class.\n"
         "# TYPE tq_http_responses_total counter\n"
         "tq_http_responses_total{class=\"2xx\"} %llu\n"
@@ -1058,8 +1073,26 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
         (unsigned long long)s->m_step_seqs, s->n_queued, s->n_busy, s->n_slots, s->o.kv,
         (unsigned long long)((uint64_t)s->kv_tokens * s->kv_bytes_per_token), s->o.kv,
         s->kv_bytes_per_token);
+    /* decode-only steps by batch size: their mean time gives the batch scaling directly */
+    if (n < 0 || (size_t)n >= cap)
+        n = (int)cap - 1;
+    addf(t, cap, &n, "# HELP tq_decode_steps_total Forward passes with no prompt chunk, by the "
+                     "number of sequences decoded together.\n"
+                     "# TYPE tq_decode_steps_total counter\n");
+    for (int k = 1; k <= s->n_slots; k++)
+        if (s->m_dsteps[k])
+            addf(t, cap, &n, "tq_decode_steps_total{seqs=\"%d\"} %llu\n", k,
+                 (unsigned long long)s->m_dsteps[k]);
+    addf(t, cap, &n, "# HELP tq_decode_step_seconds_total Seconds in those forward passes.\n"
+                     "# TYPE tq_decode_step_seconds_total counter\n");
+    for (int k = 1; k <= s->n_slots; k++)
+        if (s->m_dsteps[k])
+            addf(t, cap, &n, "tq_decode_step_seconds_total{seqs=\"%d\"} %.6f\n", k,
+                 s->m_dstep_s[k]);
     pthread_mutex_unlock(&s->mu);
-    return send_text(mc, s, 200, "text/plain; version=0.0.4", t, (size_t)n);
+    enum MHD_Result r = send_text(mc, s, 200, "text/plain; version=0.0.4", t, (size_t)n);
+    free(t);
+    return r;
 }
 
 static enum MHD_Result tokenize(struct MHD_Connection *mc, srv *s, json_object *b)

@@ -138,7 +138,10 @@ static void slot_setup(srv *s, srv_slot *sl)
         lcp++;
     if (lcp == r->n_prompt)
         lcp--; /* the last prompt token is evaluated again for its logits */
-    tq_session_trim(sl->sess, tq_session_n_past(sl->sess) - lcp);
+    if (tq_session_trim(sl->sess, tq_session_n_past(sl->sess) - lcp)) {
+        tq_session_reset(sl->sess); /* a ring (sliding window) cannot go back that far */
+        lcp = 0;
+    }
     sl->n_toks = lcp;
     sl->n_fed = lcp;
     sl->n_reused = lcp;
@@ -353,7 +356,10 @@ static void step(srv *s)
     }
     if (!k)
         return;
+    const double t0 = srv_now();
     tq_status st = tq_batch_eval(ss, tk, nn, k, s->b_logits);
+    s->b_secs = srv_now() - t0;
+    s->b_decode_only = prefill < 0;
     s->b_rows = k;
     for (int j = 0; j < k; j++) {
         srv_slot *sl = who[j];
@@ -384,6 +390,10 @@ static void publish_locked(srv *s)
     if (s->b_rows) {
         s->m_steps++;
         s->m_step_seqs += (uint64_t)s->b_rows;
+        if (s->b_decode_only && s->b_rows <= s->n_slots) {
+            s->m_dsteps[s->b_rows]++;
+            s->m_dstep_s[s->b_rows] += s->b_secs;
+        }
         s->b_rows = 0;
     }
     for (int i = 0; i < s->n_slots; i++) {
@@ -591,7 +601,10 @@ int srv_sched_start(srv *s)
     s->b_tok = calloc((size_t)s->n_slots, sizeof(*s->b_tok));
     s->b_n = calloc((size_t)s->n_slots, sizeof(*s->b_n));
     s->b_slot = calloc((size_t)s->n_slots, sizeof(*s->b_slot));
-    if (!s->slots || !s->b_logits || !s->b_sess || !s->b_tok || !s->b_n || !s->b_slot) {
+    s->m_dsteps = calloc((size_t)s->n_slots + 1, sizeof(*s->m_dsteps));
+    s->m_dstep_s = calloc((size_t)s->n_slots + 1, sizeof(*s->m_dstep_s));
+    if (!s->slots || !s->b_logits || !s->b_sess || !s->b_tok || !s->b_n || !s->b_slot ||
+        !s->m_dsteps || !s->m_dstep_s) {
         tq_session_free(probe);
         return cli_error(cmd, TQ_E_NOMEM, "out of memory for %d slots", s->n_slots);
     }
@@ -638,6 +651,10 @@ void srv_sched_stop(srv *s)
     free(s->b_tok);
     free(s->b_n);
     free(s->b_slot);
+    free(s->m_dsteps);
+    free(s->m_dstep_s);
+    s->m_dsteps = NULL;
+    s->m_dstep_s = NULL;
     s->b_logits = NULL;
     s->b_sess = NULL;
     s->b_tok = NULL;

@@ -20,6 +20,7 @@
 #   llama_bench  llama-bench -ngl 99 -fa 1, KV f16 / q8_0 / q4_0, depths 1k/8k/32k (needs the model)
 #   stash / join  the SmolLM2 model over two calls (prep_visit.sh MODEL_PART=aa, then ab)
 #   fwd       the GPU forward's decode bench at 1k/8k/32k (needs the model)
+#   fwdab     A/B of that bench against OLD_TQ (another commit's tq), two interleaved rounds
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -205,6 +206,22 @@ PY
         timeout 200 $TQ bench --cuda -m "$model" --kv bf16,kv8,turbo:k8v3,turbo:k4v3 --depths 1024,8192,32768 \
             --decode 64 --check 2 --csv $w/fwd_bench.csv > $w/fwd_bench.log 2>&1; echo "fwd bench rc=$?"
         tail -12 $w/fwd_bench.log
+        pack
+        ;;
+    fwdab)
+        # same-visit A/B of the GPU forward's decode: OLD_TQ (another commit's tq, built with
+        # BUILD=... gpu_visit.sh build from its tree) against this build, order alternating per round
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        for r in 1 2; do
+            order="new old"; [ $r = 2 ] && order="old new"
+            kvs=bf16,kv8,turbo:k8v3,turbo:k4v3; [ $r = 2 ] && kvs=bf16,turbo:k8v3
+            for tag in $order; do
+                bin=$TQ; [ $tag = old ] && bin=${OLD_TQ:?set OLD_TQ}
+                timeout 150 $bin bench --cuda -m "$model" --kv $kvs --depths 1024,8192,32768 --decode 64 \
+                    --check 2 --csv $w/fwdab_${tag}_r$r.csv > $w/fwdab_${tag}_r$r.log 2>&1
+                echo "fwdab $tag round $r rc=$?"; grep -i "tok/s\|decode\|check\|KL" $w/fwdab_${tag}_r$r.log | tail -12
+            done
+        done
         pack
         ;;
     *) echo "unknown step $step" ;;

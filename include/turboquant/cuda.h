@@ -135,13 +135,18 @@ TQ_API tq_status tq_cuda_copy_bandwidth(size_t bytes, int reps, double *gbps, do
 TQ_API size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads);
 
 /* ---- the engine's forward pass on the GPU ---------------------------------------------------
- * A tq_cuda_session runs a model loaded by tq_model_load() (BF16 weights; Llama-family blocks:
- * RMSNorm, RoPE (rotate_half), GQA attention, SwiGLU MLP; no biases, q/k norms, post norms,
- * soft-capping or sliding windows -- other models are refused with TQ_E_UNSUPPORTED) on device 0:
- * the weights are copied to the device as bf16 once, linears are cuBLAS GEMMs (bf16 in, fp32
- * accumulate), activations are fp32, and each layer's K/V live in a tq_cuda_kv of the chosen
- * scheme (append + fused attention above). Batch 1; prefill runs in chunks of up to
- * 64 / group tokens. The model must outlive the session only during tq_cuda_session_create(). */
+ * A tq_cuda_session runs a model loaded by tq_model_load() with BF16 weights on device 0 through
+ * the engine's one forward pass (src/model/forward.c) on the CUDA backend: every architecture the
+ * CPU engine runs (Llama, Qwen2 biases, Qwen3 q/k norms, Gemma 3 (1 + w) norms, sandwich norms,
+ * GELU, embedding scale, soft-capping). The weights are copied to the device as bf16 once;
+ * decode linears are fused GEMV kernels, prefill linears cuBLAS GEMMs (bf16 in, fp32
+ * accumulate); activations are fp32; each layer's K/V live in a tq_cuda_kv of the chosen scheme
+ * (append + fused attention above; a turbo cache keeps sliding-window layers in bf16, as on the
+ * CPU). Refused with TQ_E_UNSUPPORTED, by name: F32/F16 or native block weights, and a
+ * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
+ * whole context, which equals the window only while n_ctx <= window). Batch 1; prefill runs in
+ * chunks of up to 64 / group tokens. The model must outlive the session only during
+ * tq_cuda_session_create(). */
 typedef struct tq_cuda_session tq_cuda_session;
 
 /* tq_cuda_session_create() -- upload model's weights and allocate a cache of n_ctx tokens under

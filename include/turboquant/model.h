@@ -121,6 +121,9 @@ typedef struct tq_session_opts {
     int n_batch;      /* tokens per forward chunk in prefill (buffers are sized for it);
                        * 0 = 256 (default). Longer evals are split into chunks.         */
     tq_turbo_attn turbo_attn; /* turbo caches only (default TQ_TURBO_ATTN_FUSED)         */
+    int swa_full;     /* sliding-window layers (Gemma 3): 0 = keep only the window, a ring
+                       * buffer of round_up(window + n_batch, 256) rows (default; a trim
+                       * below the window's start is refused); 1 = keep every token      */
 } tq_session_opts;
 
 /* tq_session_opts_default() -- bf16 cache, n_ctx = model max, n_batch = 256. */
@@ -169,14 +172,18 @@ TQ_API int64_t tq_session_n_past(const tq_session *s);
 TQ_API int64_t tq_session_n_ctx(const tq_session *s);
 
 /* tq_session_trim() -- drop the last n_drop tokens from the cache (n_drop <= n_past), so that
- * evaluation continues from n_past - n_drop. tq_session_reset() -- drop everything. */
+ * evaluation continues from n_past - n_drop. tq_session_reset() -- drop everything.
+ * A sliding-window layer kept as a ring (swa_full 0) holds only its last slots tokens: a trim
+ * that would need keys it no longer holds is refused (TQ_E_UNSUPPORTED, the session is left
+ * as it was; reset and evaluate again). */
 TQ_API tq_status tq_session_trim(tq_session *s, int64_t n_drop);
 TQ_API void tq_session_reset(tq_session *s);
 
 /* Memory of a session's KV cache, in real (packed) bytes. */
 typedef struct tq_kv_usage {
     size_t bytes_per_token; /* K+V of one token over all layers and kv-heads             */
-    size_t bytes_used;      /* n_past * bytes_per_token                                  */
+    size_t bytes_used;      /* bytes holding n_past tokens (n_past * bytes_per_token
+                             * unless sliding-window layers keep only their window)     */
     size_t bytes_capacity;  /* what the cache holds allocated for n_ctx tokens           */
 } tq_kv_usage;
 

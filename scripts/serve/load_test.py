@@ -7,11 +7,16 @@ For each server and each concurrency N in --streams (default 1,2,4,8): N client 
 alternating streaming and plain. Reports: errors, responses that differ from the same prompt's
 single-stream answer (lost or mixed-up responses; for tq also any batching effect), p50/p99
 latency, p50/p99 time to first token (streaming), aggregate completion tok/s (completion tokens of
-all requests / wall time of the level) and its ratio to the single-stream rate. Standard library
-only; loopback only; every loop bounded in count and time (--timeout per request).
+all requests / wall time of the level) and its ratio to the single-stream rate. Both servers
+run at once and take turns level by level; --rounds R repeats every level R times and reports
+medians (interleaved A/B on a shared machine). From tq's /metrics it also prints tq's own
+decode-only forward passes by batch size: mean step time and decode tok/s at k sequences, the
+batch scaling without HTTP or prefill. Standard library only; loopback only; every loop bounded
+in count and time (--timeout per request).
 
   python3 scripts/serve/load_test.py --tq build/release/tq \\
-      --llama-server PATH/llama-server -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2
+      --llama-server PATH/llama-server -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2 \\
+      --max-tokens 32 --requests 2 --streams 1,2,4,8 --rounds 3
 """
 import argparse
 import http.client
@@ -151,37 +156,40 @@ def run_level(port, model, n, m, max_tokens, timeout, ref):
             "ttft_p50_s": pct(ttft, 50), "ttft_p99_s": pct(ttft, 99)}
 
 
-def bench_server(name, cmd, port, model_id, args):
+def start_server(name, cmd, port, args):
     print("[%s] %s" % (name, " ".join(cmd)), file=sys.stderr)
     log = open(os.path.join(args.log_dir, "%s.log" % name), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    rows = []
+    return {"name": name, "port": port, "proc": proc, "log": log, "ref": {}}
+
+
+def stop_server(sv):
+    sv["proc"].terminate()
     try:
-        wait_health(port, proc)
-        ref = {}
-        # warm-up + reference answers: every prompt once, alone
-        for pi in range(len(PROMPTS)):
-            ok, text, *_ = one_request(port, model_id, PROMPTS[pi], args.max_tokens, False,
-                                       args.timeout)
-            if ok:
-                ref[pi] = text
-        for n in args.streams:
-            r = run_level(port, model_id, n, args.requests, args.max_tokens, args.timeout, ref)
-            r["server"] = name
-            rows.append(r)
-            print("[%s] %d streams: %d req, %d errors, %d differ, %.1f tok/s, p50 %.2fs p99 "
-                  "%.2fs, ttft p50 %.2fs p99 %.2fs %s" %
-                  (name, n, r["requests"], r["errors"], r["differ"], r["tok_s"], r["p50_s"],
-                   r["p99_s"], r["ttft_p50_s"], r["ttft_p99_s"], r["first_error"]),
-                  file=sys.stderr)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-    return rows
+        sv["proc"].wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        sv["proc"].kill()
+    sv["log"].close()
+
+
+def tq_metrics(port):
+    """tq's /metrics -> {(name, seqs label or None): value}"""
+    out = {}
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/metrics")
+        for line in c.getresponse().read().decode().splitlines():
+            if not line or line.startswith("#"):
+                continue
+            key, val = line.rsplit(" ", 1)
+            lab = None
+            if "{seqs=" in key:
+                key, lab = key.split("{seqs=")
+                lab = int(lab.strip('"}'))
+            out[(key, lab)] = float(val)
+    except OSError:
+        pass
+    return out
 
 
 def main():
@@ -194,8 +202,12 @@ def main():
     ap.add_argument("--parallel", type=int, default=8, help="slots of each server")
     ap.add_argument("--ctx", type=int, default=1024, help="context per slot")
     ap.add_argument("--kv", default="bf16", help="tq's --kv scheme (llama.cpp: f16)")
+    ap.add_argument("--weights", help="tq's --weights (default: tq's own, native for block GGUF)")
     ap.add_argument("--streams", default="1,2,4,8")
     ap.add_argument("--requests", type=int, default=2, help="requests per client per level")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat every level R times, the servers interleaved level by level; "
+                         "the table has medians")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--llama-extra", default="",
@@ -204,41 +216,98 @@ def main():
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     args.streams = [int(x) for x in args.streams.split(",")]
-    rows = []
-    if args.tq:
-        p = free_port()
-        rows += bench_server("tq", [args.tq, "serve", "-m", args.model, "--port", str(p),
-                                    "-t", str(args.threads), "--parallel", str(args.parallel),
-                                    "--ctx", str(args.ctx), "--kv", args.kv,
-                                    "--max-queue", "256", "--alias", "tq-model"], p, "tq-model",
-                     args)
-    if args.llama_server:
-        p = free_port()
-        rows += bench_server("llama.cpp", [args.llama_server, "-m", args.model, "--host",
-                                           "127.0.0.1", "--port", str(p), "-t", str(args.threads),
-                                           "-tb", str(args.threads), "-np", str(args.parallel),
-                                           "-c", str(args.ctx * args.parallel), "--alias",
-                                           "tq-model"] + args.llama_extra.split(), p,
-                                 "tq-model", args)
-    print("| server | streams | requests | errors | differ from 1-stream | tok/s | x 1-stream "
-          "| p50 s | p99 s | TTFT p50 s | TTFT p99 s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    base = {}
-    for r in rows:
-        base.setdefault(r["server"], r["tok_s"])
-        print("| %s | %d | %d | %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |" %
-              (r["server"], r["streams"], r["requests"], r["errors"], r["differ"], r["tok_s"],
-               r["tok_s"] / base[r["server"]] if base[r["server"]] else 0, r["p50_s"],
-               r["p99_s"], r["ttft_p50_s"], r["ttft_p99_s"]))
-    by = {(r["server"], r["streams"]): r for r in rows}
+    servers = []
+    try:
+        if args.tq:
+            p = free_port()
+            cmd = [args.tq, "serve", "-m", args.model, "--port", str(p), "-t", str(args.threads),
+                   "--parallel", str(args.parallel), "--ctx", str(args.ctx), "--kv", args.kv,
+                   "--max-queue", "256", "--alias", "tq-model"]
+            if args.weights:
+                cmd += ["--weights", args.weights]
+            servers.append(start_server("tq", cmd, p, args))
+        if args.llama_server:
+            p = free_port()
+            servers.append(start_server(
+                "llama.cpp", [args.llama_server, "-m", args.model, "--host", "127.0.0.1",
+                              "--port", str(p), "-t", str(args.threads), "-tb",
+                              str(args.threads), "-np", str(args.parallel), "-c",
+                              str(args.ctx * args.parallel), "--alias", "tq-model"] +
+                args.llama_extra.split(), p, args))
+        for sv in servers:
+            wait_health(sv["port"], sv["proc"])
+            # warm-up + reference answers: every prompt once, alone
+            for pi in range(len(PROMPTS)):
+                ok, text, *_ = one_request(sv["port"], "tq-model", PROMPTS[pi], args.max_tokens,
+                                           False, args.timeout)
+                if ok:
+                    sv["ref"][pi] = text
+        rows = []
+        for rd in range(args.rounds):
+            for n in args.streams:
+                for sv in servers:  # interleaved: the servers take turns level by level
+                    r = run_level(sv["port"], "tq-model", n, args.requests, args.max_tokens,
+                                  args.timeout, sv["ref"])
+                    r["server"], r["round"] = sv["name"], rd
+                    rows.append(r)
+                    print("[%s] round %d, %d streams: %d req, %d errors, %d differ, %.1f tok/s, "
+                          "p50 %.2fs p99 %.2fs, ttft p50 %.2fs p99 %.2fs %s" %
+                          (sv["name"], rd, n, r["requests"], r["errors"], r["differ"],
+                           r["tok_s"], r["p50_s"], r["p99_s"], r["ttft_p50_s"],
+                           r["ttft_p99_s"], r["first_error"]), file=sys.stderr)
+        tqm = tq_metrics(servers[0]["port"]) if args.tq else {}
+    finally:
+        for sv in servers:
+            stop_server(sv)
+    med = statistics.median
+    print("| server | streams | rounds | requests | errors | differ from 1-stream | tok/s "
+          "(median) | x 1-stream (median of rounds) | p50 s | p99 s | TTFT p50 s | TTFT p99 s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    agg = {}
+    for sv in servers:
+        for n in args.streams:
+            rs = [r for r in rows if r["server"] == sv["name"] and r["streams"] == n]
+            one = {r["round"]: r["tok_s"] for r in rows
+                   if r["server"] == sv["name"] and r["streams"] == args.streams[0]}
+            ratio = med([r["tok_s"] / one[r["round"]] for r in rs if one.get(r["round"])] or [0])
+            a = {"server": sv["name"], "streams": n, "rounds": len(rs),
+                 "requests": sum(r["requests"] for r in rs),
+                 "errors": sum(r["errors"] for r in rs), "differ": sum(r["differ"] for r in rs),
+                 "tok_s": med([r["tok_s"] for r in rs]), "ratio": ratio,
+                 "p50_s": med([r["p50_s"] for r in rs]), "p99_s": med([r["p99_s"] for r in rs]),
+                 "ttft_p50_s": med([r["ttft_p50_s"] for r in rs]),
+                 "ttft_p99_s": med([r["ttft_p99_s"] for r in rs])}
+            agg[(sv["name"], n)] = a
+            print("| %s | %d | %d | %d | %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |" %
+                  (a["server"], n, a["rounds"], a["requests"], a["errors"], a["differ"],
+                   a["tok_s"], a["ratio"], a["p50_s"], a["p99_s"], a["ttft_p50_s"],
+                   a["ttft_p99_s"]))
     for n in args.streams:
-        a, b = by.get(("tq", n)), by.get(("llama.cpp", n))
+        a, b = agg.get(("tq", n)), agg.get(("llama.cpp", n))
         if a and b and b["tok_s"] > 0:
             print("%d streams: tq/llama.cpp aggregate tok/s %.2f, p99 latency %.2f" %
                   (n, a["tok_s"] / b["tok_s"], a["p99_s"] / b["p99_s"]))
+    # tq's own clock of its batched forward passes (decode-only steps, all levels and rounds):
+    # the engine's batch scaling without HTTP, clients and prefill in the way
+    ks = sorted(k for (name, k) in tqm if name == "tq_decode_steps_total" and k)
+    if ks:
+        print("\ntq decode-only forward passes (tq serve /metrics):\n")
+        print("| sequences per step | steps | mean step ms | decode tok/s | x 1 sequence |")
+        print("|---|---|---|---|---|")
+        base = None
+        for k in ks:
+            n_st = tqm[("tq_decode_steps_total", k)]
+            secs = tqm.get(("tq_decode_step_seconds_total", k), 0.0)
+            if n_st <= 0 or secs <= 0:
+                continue
+            tps = k * n_st / secs
+            base = base or (tps if k == 1 else None)
+            print("| %d | %d | %.2f | %.1f | %s |" % (k, n_st, 1e3 * secs / n_st, tps,
+                                                   "%.2f" % (tps / base) if base else "-"))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"rows": rows, "tq_metrics": {"%s/%s" % k: v for k, v in tqm.items()}},
+                      f, indent=1)
     return 1 if any(r["errors"] for r in rows) else 0
 
 

@@ -183,25 +183,27 @@ static void run_unit(const fjob *j, int64_t g, int64_t i0, int64_t i1, int64_t t
                  : t0;
     for (int64_t tb = t0; tb < t_end; tb += TQ_TURBO_KB) {
         const int nk = (int)(t_end - tb < TQ_TURBO_KB ? t_end - tb : TQ_TURBO_KB);
+        const size_t slot = (size_t)(tb % c->n_ctx); /* nk rows from here are contiguous */
         if (tb + TQ_TURBO_KB < t_end) { /* the next block's packed rows, while this one runs */
-            const uint8_t *kn = K + (size_t)(tb + TQ_TURBO_KB) * kr;
-            const uint8_t *vn = V + (size_t)(tb + TQ_TURBO_KB) * vr;
+            const size_t sn = (size_t)((tb + TQ_TURBO_KB) % c->n_ctx);
+            const uint8_t *kn = K + sn * kr;
+            const uint8_t *vn = V + sn * vr;
             for (size_t b = 0; b < TQ_TURBO_KB * kr; b += 64)
                 __builtin_prefetch(kn + b);
             for (size_t b = 0; b < TQ_TURBO_KB * vr; b += 64)
                 __builtin_prefetch(vn + b);
         }
         if (s.kind == TQ_KV_TURBO) {
-            (ak->dec_k ? ak->dec_k : j->kk->dec_k)(K + (size_t)tb * kr, nk, hd, s.k_bits, kdec);
+            (ak->dec_k ? ak->dec_k : j->kk->dec_k)(K + slot * kr, nk, hd, s.k_bits, kdec);
             for (int k = 0; k < nk; k++)
-                j->ak->dec_v_rot(V + (size_t)(tb + k) * vr, hd, s.v_bits, vdec + (size_t)k * hd);
+                j->ak->dec_v_rot(V + (slot + (size_t)k) * vr, hd, s.v_bits, vdec + (size_t)k * hd);
         } else { /* bf16 layer (sliding window): plain rows, no rotation */
             for (int k = 0; k < nk; k++)
                 for (int d = 0; d < hd; d++) {
                     kdec[(size_t)k * hd + d] =
-                        tq_bf16_to_f32(tq_rd16(K + (size_t)(tb + k) * kr + 2 * (size_t)d));
+                        tq_bf16_to_f32(tq_rd16(K + (slot + (size_t)k) * kr + 2 * (size_t)d));
                     vdec[(size_t)k * hd + d] =
-                        tq_bf16_to_f32(tq_rd16(V + (size_t)(tb + k) * vr + 2 * (size_t)d));
+                        tq_bf16_to_f32(tq_rd16(V + (slot + (size_t)k) * vr + 2 * (size_t)d));
                 }
         }
         for (int64_t i = i0; i < i1; i++) {

@@ -55,12 +55,14 @@ static inline size_t tq_turbo_fscratch_at(unsigned char *base, int hd, int group
 }
 
 /* One layer of a turbo cache as the fused kernel reads it. Row of position t of kv-head g:
- * k + (g * n_ctx + t) * k_rb (likewise v). A layer whose scheme is TQ_KV_BF16 holds plain bf16
- * rows (no rotation). */
+ * k + (g * n_ctx + t % n_ctx) * k_rb (likewise v): n_ctx is the rows per kv-head, every
+ * position held (n_ctx >= positions) or, for a sliding-window layer kept as a ring buffer, a
+ * multiple of TQ_TURBO_KB. A layer whose scheme is TQ_KV_BF16 holds plain bf16 rows (no
+ * rotation). */
 typedef struct tq_attn_turbo_view {
     const uint8_t *k, *v;  /* the layer's K and V storage (n_kv_heads, n_ctx, row bytes)     */
     size_t k_rb, v_rb;     /* row bytes                                                     */
-    int64_t n_ctx;         /* rows per kv-head                                              */
+    int64_t n_ctx;         /* rows per kv-head (ring slots for a sliding layer)             */
     int head_dim, n_heads, n_kv_heads;
     float scale;           /* softmax scale                                                 */
     int64_t window;        /* sliding window (query p sees keys (p - window, p]), 0 = none  */

@@ -285,15 +285,16 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
  * short interleaved streams defeat the prefetcher, one sequential stream does not. Without
  * the unroll pragma GCC kept acc[][] in memory (3x slower). */
 #define DEFINE_MV4(name, BS_, IP, HAS_MIN)                                                       \
-    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
-                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
+    static void mv1_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,       \
+                              int64_t t0, int64_t n, float *y, int64_t ldy, int64_t r0,          \
+                              int64_t r1)                                                        \
     {                                                                                            \
         enum { BS = BS_ };                                                                       \
         const int64_t nb = k / TQ_QK;                                                            \
         int64_t r = r0;                                                                          \
         for (; row_bytes >= 4096 && r + 4 <= r1; r += 4) {                                       \
             const uint8_t *b0 = (const uint8_t *)w + (size_t)r * row_bytes;                      \
-            for (int64_t t = 0; t < n; t++) {                                                    \
+            for (int64_t t = t0; t < n; t++) {                                                   \
                 const tq_q8a *at = (const tq_q8a *)act + t * nb;                                 \
                 __m256 acc[4][2];                                                                \
                 float accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                        \
@@ -311,11 +312,289 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
             }                                                                                    \
         }                                                                                        \
         for (; r < r1; r++)                                                                      \
-            for (int64_t t = 0; t < n; t++)                                                      \
+            for (int64_t t = t0; t < n; t++)                                                     \
                 y[t * ldy + r] = dot_q8_##name((const uint8_t *)w + (size_t)r * row_bytes,       \
                                                (const tq_q8a *)act + t * nb, k);                 \
     }                                                                                            \
+    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
+    {                                                                                            \
+        const int64_t t0 = TILE_Q8(name, w, row_bytes, k, act, n, y, ldy, r0, r1);               \
+        if (t0 < n)                                                                              \
+            mv1_q8_##name(w, row_bytes, k, act, t0, n, y, ldy, r0, r1);                          \
+    }                                                                                            \
     DEFINE_MV_F32(name)
+
+/* ---- GEMM tiles of the 32-formats (prefill and batched decode; issue 14) --------------------
+ * A tile = R rows x T tokens: each weight block is decoded once and met with the T tokens'
+ * activations; each (row, token) keeps its own accumulators with exactly dot_q8's operation
+ * sequence (acc[block & 1] lanes, mul then add, the min term in block order, H() at the end),
+ * so the tile's result equals the per-token dot bit for bit (tests/test_qdot.c): batch
+ * invariance holds whatever n is. Rows are walked in chunks of about 32 KB of weights, so a
+ * chunk stays in L1/L2 while all token tiles pass over it. */
+#define QT_CHUNK_BYTES 32768
+static inline int64_t qt_chunk_rows(size_t row_bytes)
+{
+    int64_t c = (int64_t)(QT_CHUNK_BYTES / row_bytes) & ~(int64_t)3;
+    return c < 4 ? 4 : c;
+}
+
+#ifdef QDOT_VNNI
+/* AVX512-VNNI: one zmm per (row, token) holds both of dot_q8's accumulators: lanes 0-7 the even
+ * blocks' acc[0], lanes 8-15 the odd blocks' acc[1]; a step takes blocks i and i+1 at once.
+ * vpdpbusd multiplies unsigned by signed bytes. Q4_1/Q5_1 (unsigned weights): vpdpbusd(0, w, a).
+ * Signed formats (Q8_0, Q4_0, Q5_0): the activation goes unsigned, a + 128 (a ^ 0x80, once per
+ * token), and vpdpbusd(-(128 . w), a + 128, w) (the correction once per row) is the exact int32
+ * sum of w * a over each 4 elements (no saturation: |.| < 2^17), the lane l of dot_q8's p.
+ * Same-run A/B (qdot_bench -n 64, 2048 x 640 Q5_0): the first version, with the offset on the
+ * weight side, kept 6 of the 16 accumulators in memory (33 live zmm). */
+enum { QT_R = 4, QT_T = 4 };
+
+static inline int qt_signed(int F)
+{
+    return F == TQ_GGML_Q8_0 || F == TQ_GGML_Q4_0 || F == TQ_GGML_Q5_0;
+}
+
+/* The weight integers of the blocks at p0 and p1 (p1 = p0 for a lone last block), 64 bytes
+ * (signed for qt_signed formats). */
+static inline __attribute__((always_inline)) __m512i qt_up2(int F, const uint8_t *p0,
+                                                            const uint8_t *p1)
+{
+    if (F == TQ_GGML_Q8_0) {
+        return _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0 + 2))),
+            _mm256_loadu_si256((const __m256i *)(p1 + 2)), 1);
+    }
+    const int qo = F == TQ_GGML_Q4_0 ? 2 : F == TQ_GGML_Q4_1 ? 4 : F == TQ_GGML_Q5_0 ? 6 : 8;
+    const __m256i h = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p0 + qo))),
+        _mm_loadu_si128((const __m128i *)(p1 + qo)), 1);
+    /* 128-bit lanes: p0 p0 p1 p1; shift the second copy of each by 4: low | high nibbles */
+    __m512i v = _mm512_shuffle_i64x2(_mm512_castsi256_si512(h), _mm512_castsi256_si512(h), 0x50);
+    v = _mm512_and_si512(
+        _mm512_srlv_epi32(v, _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4)),
+        _mm512_set1_epi8(0x0f));
+    if (F == TQ_GGML_Q5_0 || F == TQ_GGML_Q5_1) {
+        const int ho = F == TQ_GGML_Q5_0 ? 2 : 4;
+        const __mmask64 m = (__mmask64)rd32(p0 + ho) | ((__mmask64)rd32(p1 + ho) << 32);
+        v = _mm512_mask_add_epi8(v, m, v, _mm512_set1_epi8(16));
+    }
+    if (F == TQ_GGML_Q4_0)
+        v = _mm512_sub_epi8(v, _mm512_set1_epi8(8));
+    if (F == TQ_GGML_Q5_0)
+        v = _mm512_sub_epi8(v, _mm512_set1_epi8(16));
+    return v;
+}
+
+/* The f16 scales of the blocks at p0, p1 in lanes 0-7 and 8-15. */
+static inline __m512 qt_d2(const uint8_t *p0, const uint8_t *p1)
+{
+    const uint32_t h = (uint32_t)(p0[0] | (p0[1] << 8)) | ((uint32_t)(p1[0] | (p1[1] << 8)) << 16);
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                 _mm512_castps128_ps512(f));
+}
+
+/* One step over blocks i and i1 (i1 = i + 1, or i for a lone last block: TWO = 0, only lanes
+ * 0-7 change) of R rows x T tokens. */
+static inline __attribute__((always_inline)) void
+qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t bs,
+        const tq_q8a *const *at, int64_t i, int64_t i1, __m512 (*acc)[QT_T], __m128 *accm)
+{
+    const int sgn = qt_signed(F);
+    const int has_min = F == TQ_GGML_Q4_1 || F == TQ_GGML_Q5_1;
+    __m512i a[QT_T];
+    __m512 da[QT_T];
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+    {
+        a[t] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)at[t][i].qs)),
+            _mm256_loadu_si256((const __m256i *)at[t][i1].qs), 1);
+        da[t] = _mm512_insertf32x8(_mm512_set1_ps(at[t][i].d), _mm256_set1_ps(at[t][i1].d), 1);
+        if (sgn)
+            a[t] = _mm512_xor_si512(a[t], _mm512_set1_epi8((char)0x80));
+    }
+    __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
+    if (has_min) {
+        s0 = _mm_setr_ps(at[0][i].s, at[T > 1][i].s, at[T > 2 ? 2 : 0][i].s,
+                         at[T > 3 ? 3 : 0][i].s);
+        s1 = _mm_setr_ps(at[0][i1].s, at[T > 1][i1].s, at[T > 2 ? 2 : 0][i1].s,
+                         at[T > 3 ? 3 : 0][i1].s);
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        const uint8_t *p0 = w + (size_t)r * row_bytes + (size_t)i * bs;
+        const uint8_t *p1 = w + (size_t)r * row_bytes + (size_t)i1 * bs;
+        const __m512i u = qt_up2(F, p0, p1);
+        const __m512 dw = qt_d2(p0, p1);
+        const __m512i c = sgn ? _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                     _mm512_set1_epi8((char)0x80), u))
+                              : _mm512_setzero_si512();
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        {
+            const __m512 p = _mm512_cvtepi32_ps(sgn ? _mm512_dpbusd_epi32(c, a[t], u)
+                                                    : _mm512_dpbusd_epi32(c, u, a[t]));
+            const __m512 prod = _mm512_mul_ps(p, _mm512_mul_ps(dw, da[t]));
+            acc[r][t] = TWO ? _mm512_add_ps(acc[r][t], prod)
+                            : _mm512_mask_add_ps(acc[r][t], 0x00ff, acc[r][t], prod);
+        }
+        if (has_min) {
+            accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_set1_ps(f16c(p0 + 2)), s0));
+            if (TWO)
+                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_set1_ps(f16c(p1 + 2)), s1));
+        }
+    }
+}
+
+/* R rows (from w) x T tokens (at[t]) -> y[t * ldy + r]. */
+static inline __attribute__((always_inline)) void
+qt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nb,
+        const tq_q8a *const *at, float *y, int64_t ldy)
+{
+    const size_t bs = F == TQ_GGML_Q8_0 ? 34 : F == TQ_GGML_Q4_0 ? 18 : F == TQ_GGML_Q4_1 ? 20
+                    : F == TQ_GGML_Q5_0 ? 22 : 24;
+    __m512 acc[QT_R][QT_T];
+    __m128 accm[QT_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        accm[r] = _mm_setzero_ps();
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2)
+        qt_step(F, R, T, 1, w, row_bytes, bs, at, i, i + 1, acc, accm);
+    if (i < nb)
+        qt_step(F, R, T, 0, w, row_bytes, bs, at, i, i, acc, accm);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float m[4];
+        _mm_storeu_ps(m, accm[r]);
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        {
+            const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
+                                           _mm512_extractf32x8_ps(acc[r][t], 1));
+            y[t * ldy + r] = hsum8(v) + m[t];
+        }
+    }
+}
+
+#define QT_TILE_FN(F, R, T, name)                                                                \
+    static void name(const uint8_t *w, size_t row_bytes, int64_t nb, const tq_q8a *const *at,   \
+                     float *y, int64_t ldy)                                                      \
+    {                                                                                            \
+        qt_tile(F, R, T, w, row_bytes, nb, at, y, ldy);                                          \
+    }
+typedef void (*qt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nb,
+                           const tq_q8a *const *at, float *y, int64_t ldy);
+#define QT_FORMAT(F, name)                                                                       \
+    QT_TILE_FN(F, QT_R, QT_T, qt_##name##_rt)                                                    \
+    QT_TILE_FN(F, 1, QT_T, qt_##name##_1t)                                                       \
+    static int64_t tile_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,   \
+                                  int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)      \
+    {                                                                                            \
+        return qt_run(qt_##name##_rt, qt_##name##_1t, w, row_bytes, k, act, n, y, ldy, r0, r1);  \
+    }
+
+/* Full token tiles of every row: chunks of rows, token tiles of QT_T, row tiles of QT_R (then
+ * 1). Returns the tokens done (n rounded down to QT_T); mv1 does the rest: one token through
+ * a 4 x 1 tile was slower than mv1's dot (qdot_bench -n 1, 65536 x 640 Q8_0: 8.4 vs 2.4 ms). */
+static inline int64_t qt_run(qt_tile_fn fRT, qt_tile_fn f1T, const void *w, size_t row_bytes,
+                             int64_t k, const void *act, int64_t n, float *y, int64_t ldy,
+                             int64_t r0, int64_t r1)
+{
+    const int64_t nb = k / TQ_QK;
+    const int64_t chunk = qt_chunk_rows(row_bytes);
+    const int64_t nt = n - n % QT_T;
+    const tq_q8a *a = act;
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+        const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
+        for (int64_t t = 0; t < nt; t += QT_T) {
+            const tq_q8a *at[QT_T];
+            for (int q = 0; q < QT_T; q++)
+                at[q] = a + (t + q) * nb;
+            int64_t r = rc;
+            for (; r + QT_R <= re; r += QT_R)
+                fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
+                    ldy);
+            for (; r < re; r++)
+                f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
+                    ldy);
+        }
+    }
+    return nt;
+}
+QT_FORMAT(TQ_GGML_Q8_0, q8_0)
+QT_FORMAT(TQ_GGML_Q4_0, q4_0)
+QT_FORMAT(TQ_GGML_Q4_1, q4_1)
+QT_FORMAT(TQ_GGML_Q5_0, q5_0)
+QT_FORMAT(TQ_GGML_Q5_1, q5_1)
+#define TILE_Q8(name, ...) tile_q8_##name(__VA_ARGS__)
+#else
+/* AVX2: a tile is 1 row x 4 tokens (8 ymm accumulators: acc[token][block & 1]); the block is
+ * unpacked (and its scale converted) once for the 4 tokens. Tokens past the last full tile go
+ * through mv1 (the same bits). */
+enum { QT_T = 4 };
+#define QT2_STEP(UP, IP, HAS_MIN, SLOT, i)                                                       \
+    do {                                                                                         \
+        const uint8_t *bb = wr + (size_t)(i) * BS;                                               \
+        const __m256i wv = UP(bb);                                                               \
+        const float dw = f16c(bb);                                                               \
+        const float mw = HAS_MIN ? f16c(bb + 2) : 0.0f;                                          \
+        _Pragma("GCC unroll 4") for (int q = 0; q < QT_T; q++)                                   \
+        {                                                                                        \
+            const __m256 p = IP(wv, at[q][i].qs);                                                \
+            acc[q][SLOT] =                                                                       \
+                _mm256_add_ps(acc[q][SLOT], _mm256_mul_ps(p, _mm256_set1_ps(dw * at[q][i].d)));  \
+            if (HAS_MIN)                                                                         \
+                accm[q] = accm[q] + mw * at[q][i].s;                                             \
+        }                                                                                        \
+    } while (0)
+#define QT2_FORMAT(name, BS_, IP, HAS_MIN)                                                       \
+    static int64_t tile2_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,  \
+                                   int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)     \
+    {                                                                                            \
+        enum { BS = BS_ };                                                                       \
+        const int64_t nb = k / TQ_QK;                                                            \
+        const int64_t chunk = qt_chunk_rows(row_bytes);                                          \
+        const int64_t nt = n - n % QT_T;                                                         \
+        for (int64_t rc = r0; rc < r1; rc += chunk) {                                            \
+            const int64_t re = rc + chunk < r1 ? rc + chunk : r1;                                \
+            for (int64_t t = 0; t < nt; t += QT_T) {                                             \
+                const tq_q8a *at[QT_T];                                                          \
+                for (int q = 0; q < QT_T; q++)                                                   \
+                    at[q] = (const tq_q8a *)act + (t + q) * nb;                                  \
+                for (int64_t r = rc; r < re; r++) {                                              \
+                    const uint8_t *wr = (const uint8_t *)w + (size_t)r * row_bytes;              \
+                    __m256 acc[QT_T][2];                                                         \
+                    float accm[QT_T];                                                            \
+                    _Pragma("GCC unroll 4") for (int q = 0; q < QT_T; q++)                       \
+                    {                                                                            \
+                        acc[q][0] = acc[q][1] = _mm256_setzero_ps();                             \
+                        accm[q] = 0.0f;                                                          \
+                    }                                                                            \
+                    int64_t i = 0;                                                               \
+                    for (; i + 1 < nb; i += 2) {                                                 \
+                        QT2_STEP(up_##name, IP, HAS_MIN, 0, i);                                  \
+                        QT2_STEP(up_##name, IP, HAS_MIN, 1, i + 1);                              \
+                    }                                                                            \
+                    if (i < nb)                                                                  \
+                        QT2_STEP(up_##name, IP, HAS_MIN, 0, i);                                  \
+                    _Pragma("GCC unroll 4") for (int q = 0; q < QT_T; q++)                       \
+                        y[(t + q) * ldy + r] =                                                   \
+                            hsum8(_mm256_add_ps(acc[q][0], acc[q][1])) + accm[q];                \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        return nt;                                                                               \
+    }
+QT2_FORMAT(q8_0, 34, ip_signed, 0)
+QT2_FORMAT(q4_0, 18, ip_signed, 0)
+QT2_FORMAT(q4_1, 20, ip_unsigned, 1)
+QT2_FORMAT(q5_0, 22, ip_signed, 0)
+QT2_FORMAT(q5_1, 24, ip_unsigned, 1)
+#define TILE_Q8(name, ...) tile2_q8_##name(__VA_ARGS__)
+#endif
 
 DEFINE_FORMAT(q8_0, 34, ip_signed, 0)
 DEFINE_FORMAT(q4_0, 18, ip_signed, 0)
@@ -515,9 +794,292 @@ static float dot_f32_q6_k(const void *w, const float *x, int64_t k)
     return finish_f32(acc);
 }
 
-DEFINE_MV(q4_k, tq_q8k, TQ_QKK)
-DEFINE_MV(q5_k, tq_q8k, TQ_QKK)
-DEFINE_MV(q6_k, tq_q8k, TQ_QKK)
+/* 4 int32 vectors (one per token, 8 lanes) -> their 4 sums. */
+static inline __m128i kt_hsum4(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
+{
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(y0, y1), _mm256_hadd_epi32(y2, y3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+#ifdef QDOT_VNNI
+/* ---- AVX512 tiles of the K formats (R rows x T tokens; T = 1 is the decode matvec) ----------
+ * The super-block integers P and M of qdot.h are exact int32 sums, so any order gives them:
+ * per 64 elements (two 32-groups) vpmaddubsw (unsigned weight x signed activation, pairs; no
+ * int16 saturation: 63 * 127 * 2 < 2^15) and vpdpwssd with the 16-element scales as words
+ * into one zmm per (row, token); Q6_K's weights are taken unsigned (q, not q - 32) and
+ * 32 * sum_s sc[s] * bsums[s] is subtracted. Then the f32 steps of qdot.h, lane = token:
+ * acc += (d * d_a) * (float)P, accm += (dmin * d_a) * (float)M, result acc - accm. */
+enum { KT_R = 4, KT_T = 4 };
+
+/* The 64 weights of group pair j (elements 64j .. 64j+63) of a super-block as unsigned bytes. */
+static inline __attribute__((always_inline)) __m512i kt_q(int F, const uint8_t *b, int j)
+{
+    if (F == TQ_GGML_Q6_K) {
+        const __m512i l = _mm512_loadu_si512((const void *)(b + 64 * (j / 2)));
+        const __m512i lo = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(l, 4) : l,
+                                            _mm512_set1_epi8(0x0f));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * (j / 2)));
+        const int s = 4 * (j & 1);
+        __m512i hv = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        hv = _mm512_srlv_epi16(hv, _mm512_inserti64x4(_mm512_set1_epi16((short)s),
+                                                      _mm256_set1_epi16((short)(s + 2)), 1));
+        hv = _mm512_and_si512(hv, _mm512_set1_epi8(3));
+        return _mm512_or_si512(lo, _mm512_slli_epi16(hv, 4));
+    }
+    const int is5 = F == TQ_GGML_Q5_K;
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(b + (is5 ? 48 : 16) + 32 * j));
+    __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    q = _mm512_and_si512(q, _mm512_set1_epi8(0x0f));
+    if (is5) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(b + 16));
+        __m512i hv = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        hv = _mm512_srlv_epi16(hv, _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * j)),
+                                                      _mm256_set1_epi16((short)(2 * j + 1)), 1));
+        hv = _mm512_and_si512(hv, _mm512_set1_epi8(1));
+        q = _mm512_or_si512(q, _mm512_slli_epi16(hv, 4));
+    }
+    return q;
+}
+
+static inline __attribute__((always_inline)) void
+kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
+        const tq_q8k *const *at, float *y, int64_t ldy)
+{
+    const int q6 = F == TQ_GGML_Q6_K;
+    const size_t bs = q6 ? 210 : F == TQ_GGML_Q5_K ? 176 : 144;
+    __m128 acc[KT_R], accm[KT_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        float dav[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        __m128i gs[KT_T]; /* Q4_K/Q5_K: the 8 group sums of each token (words) */
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        {
+            dav[t] = at[t][i].d;
+            gs[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)at[t][i].bsums),
+                                   _mm_loadu_si128((const __m128i *)(at[t][i].bsums + 8)));
+        }
+        const __m128 da = _mm_loadu_ps(dav);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        {
+            const uint8_t *b = w + (size_t)r * row_bytes + (size_t)i * bs;
+            __m512i sw[4];  /* the scale of each 16 elements of group pair j, as 32 words */
+            __m256i sc16;   /* Q6_K: the 16 scales as words */
+            __m128i mn = _mm_setzero_si128();
+            if (q6) {
+                sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+                const __m512i z = _mm512_castsi256_si512(sc16);
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                    sw[j] = _mm512_permutexvar_epi16(
+                        _mm512_inserti64x4(
+                            _mm512_inserti64x4(_mm512_setzero_si512(),
+                                               _mm256_set_m128i(_mm_set1_epi16((short)(4 * j + 1)),
+                                                                _mm_set1_epi16((short)(4 * j))),
+                                               0),
+                            _mm256_set_m128i(_mm_set1_epi16((short)(4 * j + 3)),
+                                             _mm_set1_epi16((short)(4 * j + 2))),
+                            1),
+                        z);
+            } else {
+                uint8_t sc[8], mb[8];
+                scales_mins_k4(b + 4, sc, mb);
+                sc16 = _mm256_setzero_si256();
+                mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mb));
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                    sw[j] = _mm512_inserti64x4(_mm512_set1_epi16(sc[2 * j]),
+                                               _mm256_set1_epi16(sc[2 * j + 1]), 1);
+            }
+            __m512i p[KT_T];
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) p[t] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+            {
+                const __m512i q = kt_q(F, b, j);
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+                {
+                    const __m512i av = _mm512_loadu_si512((const void *)(at[t][i].qs + 64 * j));
+                    p[t] = _mm512_dpwssd_epi32(p[t], _mm512_maddubs_epi16(q, av), sw[j]);
+                }
+            }
+            __m256i yv[4], mv[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            {
+                if (t < T) {
+                    yv[t] = _mm256_add_epi32(_mm512_castsi512_si256(p[t]),
+                                             _mm512_extracti64x4_epi64(p[t], 1));
+                    if (q6) {
+                        const __m256i c = _mm256_madd_epi16(
+                            sc16, _mm256_loadu_si256((const __m256i *)at[t][i].bsums));
+                        yv[t] = _mm256_sub_epi32(yv[t], _mm256_slli_epi32(c, 5));
+                        mv[t] = _mm256_setzero_si256();
+                    } else {
+                        mv[t] = _mm256_castsi128_si256(_mm_madd_epi16(mn, gs[t]));
+                        mv[t] = _mm256_inserti128_si256(mv[t], _mm_setzero_si128(), 1);
+                    }
+                } else {
+                    yv[t] = mv[t] = _mm256_setzero_si256();
+                }
+            }
+            const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
+            const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
+            acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_mul_ps(d, da), P));
+            if (!q6) {
+                const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
+                const __m128 dm = _mm_set1_ps(f16c(b + 2));
+                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_mul_ps(dm, da), M));
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float v[4];
+        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
+    }
+}
+
+#else
+/* ---- AVX2 tiles of the K formats: as the AVX512 ones, per 32 elements vpmaddubsw + vpmaddwd
+ * with the scale words + vpaddd into one ymm per (row, token); 2 rows x 4 tokens. ---------- */
+enum { KT_R = 2, KT_T = 4 };
+
+static inline __attribute__((always_inline)) void
+kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
+        const tq_q8k *const *at, float *y, int64_t ldy)
+{
+    const int q6 = F == TQ_GGML_Q6_K;
+    const int is5 = F == TQ_GGML_Q5_K;
+    const size_t bs = q6 ? 210 : is5 ? 176 : 144;
+    __m128 acc[KT_R], accm[KT_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        float dav[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        __m128i gs[KT_T];
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        {
+            dav[t] = at[t][i].d;
+            gs[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)at[t][i].bsums),
+                                   _mm_loadu_si128((const __m128i *)(at[t][i].bsums + 8)));
+        }
+        const __m128 da = _mm_loadu_ps(dav);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        {
+            const uint8_t *b = w + (size_t)r * row_bytes + (size_t)i * bs;
+            uint8_t sc[8], mb[8];
+            __m128i mn = _mm_setzero_si128();
+            __m256i sc16 = _mm256_setzero_si256();
+            if (q6) {
+                sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+            } else {
+                scales_mins_k4(b + 4, sc, mb);
+                mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mb));
+            }
+            const __m256i qh = is5 ? _mm256_loadu_si256((const __m256i *)(b + 16))
+                                   : _mm256_setzero_si256();
+            __m256i p[KT_T];
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) p[t] = _mm256_setzero_si256();
+            for (int g = 0; g < 8; g++) {
+                __m256i q, sw;
+                if (q6) {
+                    const int8_t *s8 = (const int8_t *)(b + 192);
+                    q = q6_chunk(b, g);
+                    sw = _mm256_set_m128i(_mm_set1_epi16(s8[2 * g + 1]), _mm_set1_epi16(s8[2 * g]));
+                } else {
+                    q = k_group(b + (is5 ? 48 : 16), qh, is5, g);
+                    sw = _mm256_set1_epi16(sc[g]);
+                }
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+                {
+                    const __m256i av = _mm256_loadu_si256((const __m256i *)(at[t][i].qs + 32 * g));
+                    p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sw));
+                }
+            }
+            __m256i yv[4], mv[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            {
+                if (t < T) {
+                    yv[t] = p[t];
+                    if (q6) {
+                        const __m256i c = _mm256_madd_epi16(
+                            sc16, _mm256_loadu_si256((const __m256i *)at[t][i].bsums));
+                        yv[t] = _mm256_sub_epi32(yv[t], _mm256_slli_epi32(c, 5));
+                        mv[t] = _mm256_setzero_si256();
+                    } else {
+                        mv[t] = _mm256_inserti128_si256(
+                            _mm256_castsi128_si256(_mm_madd_epi16(mn, gs[t])), _mm_setzero_si128(), 1);
+                    }
+                } else {
+                    yv[t] = mv[t] = _mm256_setzero_si256();
+                }
+            }
+            const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
+            const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
+            acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_mul_ps(d, da), P));
+            if (!q6) {
+                const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
+                const __m128 dm = _mm_set1_ps(f16c(b + 2));
+                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_mul_ps(dm, da), M));
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float v[4];
+        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
+    }
+}
+#endif
+
+typedef void (*kt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nsb,
+                           const tq_q8k *const *at, float *y, int64_t ldy);
+#define KT_TILE_FN(F, R, T, name)                                                                \
+    static void name(const uint8_t *w, size_t row_bytes, int64_t nsb, const tq_q8k *const *at,  \
+                     float *y, int64_t ldy)                                                      \
+    {                                                                                            \
+        kt_tile(F, R, T, w, row_bytes, nsb, at, y, ldy);                                         \
+    }
+
+/* As qt_run, for the K formats; the tokens past the last full tile go through the dot. */
+static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, const void *w,
+                          size_t row_bytes, int64_t k, const void *act, int64_t n, float *y,
+                          int64_t ldy, int64_t r0, int64_t r1)
+{
+    const int64_t nsb = k / TQ_QKK;
+    const int64_t chunk = qt_chunk_rows(row_bytes);
+    const int64_t nt = n - n % KT_T;
+    const tq_q8k *a = act;
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+        const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
+        for (int64_t t = 0; t < nt; t += KT_T) {
+            const tq_q8k *at[KT_T];
+            for (int q = 0; q < KT_T; q++)
+                at[q] = a + (t + q) * nsb;
+            int64_t r = rc;
+            for (; r + KT_R <= re; r += KT_R)
+                fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
+                    y + t * ldy + r, ldy);
+            for (; r < re; r++)
+                f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
+                    y + t * ldy + r, ldy);
+        }
+    }
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t t = nt; t < n; t++)
+            y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, a + t * nsb, k);
+}
+
+#define KT_FORMAT(F, name)                                                                       \
+    KT_TILE_FN(F, KT_R, KT_T, kt_##name##_rt)                                                    \
+    KT_TILE_FN(F, 1, KT_T, kt_##name##_1t)                                                       \
+    static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
+    {                                                                                            \
+        kt_run(kt_##name##_rt, kt_##name##_1t, dot_q8_##name, w, row_bytes, k, act, n, y, ldy,   \
+               r0, r1);                                                                          \
+    }                                                                                            \
+    DEFINE_MV_F32(name)
+KT_FORMAT(TQ_GGML_Q4_K, q4_k)
+KT_FORMAT(TQ_GGML_Q5_K, q5_k)
+KT_FORMAT(TQ_GGML_Q6_K, q6_k)
 
 #ifdef QDOT_VNNI
 static const tq_qdot_kernels vnni_table = {

@@ -14,5 +14,8 @@
     X(TQ_GGML_Q4_0, q4_0, quant_q8a)                                                               \
     X(TQ_GGML_Q4_1, q4_1, quant_q8a)                                                               \
     X(TQ_GGML_Q5_0, q5_0, quant_q8a)                                                               \
-    X(TQ_GGML_Q5_1, q5_1, quant_q8a)
+    X(TQ_GGML_Q5_1, q5_1, quant_q8a)                                                               \
+    X(TQ_GGML_Q4_K, q4_k, quant_q8k)                                                               \
+    X(TQ_GGML_Q5_K, q5_k, quant_q8k)                                                               \
+    X(TQ_GGML_Q6_K, q6_k, quant_q8k)
 #include "qdot_avx2.c"

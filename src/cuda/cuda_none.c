@@ -1,6 +1,7 @@
 /* cuda_none.c -- CUDA entry points for builds without CUDA: report "not available". */
 #ifndef TQ_HAVE_CUDA
 #include "core/core.h"
+#include "cuda/backend_cuda.h"
 
 #define NO_CUDA(fn) TQ_FAIL(TQ_E_UNSUPPORTED, "%s: this build of turboquant has no CUDA support (no nvcc at build time)", fn)
 
@@ -150,70 +151,73 @@ size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads)
     return 0;
 }
 
-tq_status tq_cuda_session_create(const tq_model *model, tq_kv_scheme kv, int64_t n_ctx, tq_cuda_session **out)
+/* the CUDA backend of the one forward (cuda/backend_cuda.h): not available */
+tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, float attn_scale, tqc_be **out)
 {
-    (void)model, (void)kv, (void)n_ctx;
-    if (out)
-        *out = NULL;
-    return NO_CUDA("tq_cuda_session_create");
+    (void)max_n, (void)max_cols, (void)n_heads, (void)attn_scale;
+    *out = NULL;
+    return NO_CUDA("tqc_be_create");
 }
 
-void tq_cuda_session_free(tq_cuda_session *s)
+void tqc_be_free(tqc_be *b)
 {
-    (void)s;
+    (void)b;
 }
 
-tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n, float *logits_last)
+tq_status tqc_be_alloc(tqc_be *b, void **p, size_t n, size_t *bytes)
 {
-    (void)s, (void)tokens, (void)n, (void)logits_last;
-    return NO_CUDA("tq_cuda_session_eval");
+    (void)b, (void)n, (void)bytes;
+    *p = NULL;
+    return NO_CUDA("tqc_be_alloc");
 }
 
-int64_t tq_cuda_session_n_past(const tq_cuda_session *s)
+tq_status tqc_be_upload(tqc_be *b, void *dst, const void *src, size_t n)
 {
-    (void)s;
+    (void)b, (void)dst, (void)src, (void)n;
+    return NO_CUDA("tqc_be_upload");
+}
+
+tq_status tqc_be_download(tqc_be *b, void *dst, const void *src, size_t n)
+{
+    (void)b, (void)dst, (void)src, (void)n;
+    return NO_CUDA("tqc_be_download");
+}
+
+void tqc_be_dfree(void *p)
+{
+    (void)p;
+}
+
+tq_status tqc_be_sync(tqc_be *b)
+{
+    (void)b;
+    return NO_CUDA("tqc_be_sync");
+}
+
+tq_status tqc_be_status(tqc_be *b)
+{
+    (void)b;
+    return NO_CUDA("tqc_be_status");
+}
+
+void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on)
+{
+    (void)b, (void)c, (void)on;
+}
+
+size_t tqc_be_kv_bytes(const tq_cuda_kv *c)
+{
+    (void)c;
     return 0;
 }
 
-void tq_cuda_session_reset(tq_cuda_session *s)
+void tqc_be_set_gemv(tqc_be *b, int on)
 {
-    (void)s;
+    (void)b, (void)on;
 }
 
-tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o)
-{
-    (void)s, (void)o;
-    return NO_CUDA("tq_cuda_session_set_opts");
-}
-
-tq_status tq_cuda_session_sync(tq_cuda_session *s)
-{
-    (void)s;
-    return NO_CUDA("tq_cuda_session_sync");
-}
-
-tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, const float **q_last,
-                                const float **att_last)
-{
-    (void)s, (void)il;
-    if (kv)
-        *kv = NULL;
-    if (q_last)
-        *q_last = NULL;
-    if (att_last)
-        *att_last = NULL;
-    return NO_CUDA("tq_cuda_session_debug");
-}
-
-tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv)
-{
-    (void)s;
-    if (weights)
-        *weights = 0;
-    if (kv)
-        *kv = 0;
-    return NO_CUDA("tq_cuda_session_bytes");
-}
+/* never called: tqc_be_create() fails first */
+const tq_backend tq_backend_cuda = {"cuda (not built)", 0, 0, 0, 0, 0, 0, 0};
 #else
 typedef int tq_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

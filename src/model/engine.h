@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "common/backend.h"
 #include "core/core.h"
 #include "cpu/matvec.h"
 #include "cpu/qmatmul.h"
@@ -98,6 +99,38 @@ struct tq_session {
     int64_t n_ctx;
     int *window;      /* [n_layers] sliding window per layer (0 = full), NULL if none */
 };
+
+/* What one forward runs over, in the backend's memory: the config, the matrices (dense in wtype,
+ * or the native block form where a tq_qmat's .f is set: CPU only), norms and RoPE tables. The
+ * CPU engine's view is its tq_model (tq_fwd_weights_of); the GPU session holds device copies. */
+typedef struct tq_fwd_weights {
+    const tq_model_config *cfg;
+    tq_dtype wtype;
+    const tq_layer_weights *layers;
+    const void *embed, *lm_head;
+    const tq_qmat *q_embed, *q_lm_head; /* NULL = dense                                    */
+    const float *final_norm;
+    const float *inv_freq, *inv_freq_local;
+} tq_fwd_weights;
+
+/* One sequence of the backend-neutral forward: n tokens (host ids, in range) at positions
+ * [pos, pos + n), K/V into the backend's cache handle kv. */
+typedef struct tq_fwd_item {
+    void *kv;
+    int64_t pos;
+    const int32_t *tokens;
+    int n;
+} tq_fwd_item;
+
+/* tq_forward_run() -- the one forward (forward.c) over any backend: r's buffers (backend
+ * memory, sized for the sum of n) are the work space, ctx the backend's context. logits (backend
+ * memory): every row or the last row of each item, as tq_forward_batch(). */
+tq_status tq_forward_run(const tq_fwd_weights *fw, const tq_backend *be, void *ctx,
+                         tq_run_state *r, const tq_fwd_item *seq, int n_seq, float *logits,
+                         int all_logits);
+
+/* The CPU backend (backend_cpu.c); its context is the tq_session whose run state is used. */
+extern const tq_backend tq_backend_cpu;
 
 /* tq_forward() -- run n (<= s->rs.nb) tokens at positions [n_past, n_past + n) through the
  * model, appending K/V to the cache. If logits is not NULL, writes logits of the last token

@@ -69,14 +69,29 @@ static int is_plain(tq_kv_kind k)
     return k == TQ_KV_F32 || k == TQ_KV_F16 || k == TQ_KV_BF16;
 }
 
-static uint8_t *k_row(const tq_kvcache *c, int il, int g, int64_t pos)
+/* rows [lo, lo + n) of kv-head g of layer il as one contiguous run: in place unless the
+ * layer's ring wraps inside them, else copied (raw bytes, the stored format) into un (room for
+ * n rows of K then n of V); *kp, *vp point at row lo */
+static void window_rows(const tq_kvcache *c, int il, int g, int64_t lo, int64_t n,
+                        unsigned char *un, const uint8_t **kp, const uint8_t **vp)
 {
-    return c->k[il] + ((size_t)g * (size_t)c->n_ctx + (size_t)pos) * c->k_row_bytes;
-}
-
-static uint8_t *v_row(const tq_kvcache *c, int il, int g, int64_t pos)
-{
-    return c->v[il] + ((size_t)g * (size_t)c->n_ctx + (size_t)pos) * c->v_row_bytes;
+    const int64_t S = tq_kvc_slots(c, il), s0 = lo % S;
+    const size_t kr = c->k_row_bytes, vr = c->v_row_bytes;
+    const uint8_t *K = c->k[il] + (size_t)g * (size_t)S * kr;
+    const uint8_t *V = c->v[il] + (size_t)g * (size_t)S * vr;
+    if (s0 + n <= S) {
+        *kp = K + (size_t)s0 * kr;
+        *vp = V + (size_t)s0 * vr;
+        return;
+    }
+    const size_t a = (size_t)(S - s0), b = (size_t)(n - (S - s0));
+    unsigned char *uk = un, *uv = un + (size_t)n * kr;
+    memcpy(uk, K + (size_t)s0 * kr, a * kr);
+    memcpy(uk + a * kr, K, b * kr);
+    memcpy(uv, V + (size_t)s0 * vr, a * vr);
+    memcpy(uv + a * vr, V, b * vr);
+    *kp = uk;
+    *vp = uv;
 }
 
 static void put_plain(tq_kv_kind kind, uint8_t *dst, const float *src, int hd)
@@ -105,9 +120,31 @@ tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k,
                              int64_t n, size_t k_rb, size_t v_rb, tq_kvc_put_fn put, void *ctx)
 {
     const int hd = c->head_dim, nkv = c->n_kv_heads;
+    const int64_t S = tq_kvc_slots(c, il);
+    if (tq_kvc_is_ring(c, il)) {
+        const int64_t W = c->window[il];
+        if (pos == 0)
+            c->ring_lo[il] = 0;
+        const int64_t need = pos + 1 > W ? pos + 1 - W : 0; /* the first new query's oldest key */
+        if (pos > 0 && need < c->ring_lo[il])
+            return TQ_FAIL(TQ_E_UNSUPPORTED, "kv cache: layer %d keeps only its sliding window "
+                                             "(a ring of %lld rows) and holds positions from "
+                                             "%lld; position %lld needs the keys from %lld (the "
+                                             "session was trimmed below the window's start): "
+                                             "reset the session and evaluate the prompt again",
+                           il, (long long)S, (long long)c->ring_lo[il], (long long)pos,
+                           (long long)need);
+        if (n > S - W + 1)
+            return TQ_FAIL(TQ_E_ARG, "kv cache: layer %d: %lld tokens in one call, its ring of "
+                                     "%lld rows (window %lld) takes at most %lld; use a smaller "
+                                     "batch", il, (long long)n, (long long)S, (long long)W,
+                           (long long)(S - W + 1));
+        if (pos + n - S > c->ring_lo[il])
+            c->ring_lo[il] = pos + n - S;
+    }
     for (int64_t t = 0; t < n; t++)
         for (int g = 0; g < nkv; g++) {
-            const size_t row = (size_t)g * (size_t)c->n_ctx + (size_t)(pos + t);
+            const size_t row = (size_t)g * (size_t)S + (size_t)((pos + t) % S);
             const tq_status st = put(c, il, k + (t * nkv + g) * hd, v + (t * nkv + g) * hd,
                                      c->k[il] + row * k_rb, c->v[il] + row * v_rb, ctx);
             if (st)
@@ -127,6 +164,11 @@ void tq_kvc_free_rows(tq_kvcache *c)
     tq_free(c->k);
     tq_free(c->v);
     c->k = c->v = NULL;
+    tq_free(c->slots);
+    tq_free(c->ring_lo);
+    tq_free(c->unwrap);
+    c->slots = c->ring_lo = NULL;
+    c->unwrap = NULL;
 }
 
 static tq_status kv_put(tq_kvcache *c, int il, const float *ks, const float *vs, uint8_t *kd,
@@ -201,29 +243,30 @@ static void att_task(void *ctx, int ith, int nth)
         const int64_t n_win = j->pos0 + i1 - lo0;
         const void *K, *V; /* row t of the window is row t - lo0 here */
         size_t eb = sizeof(float); /* bytes per element of K, V */
+        const uint8_t *kr, *vr;    /* the window's stored rows, contiguous (ring: unwrapped) */
+        window_rows(c, j->il, g, lo0, n_win,
+                    c->unwrap ? c->unwrap + (size_t)ith * c->unwrap_bytes : NULL, &kr, &vr);
         if (in_place) {
-            K = k_row(c, j->il, g, lo0);
-            V = v_row(c, j->il, g, lo0);
+            K = kr;
+            V = vr;
             eb = kind == TQ_KV_F32 ? 4 : 2;
         } else if (is_plain(kind) && j->isa == TQ_ISA_AVX512) {
             /* rows are 2-byte aligned little-endian halves: read them as uint16_t */
-            tq_attn_widen_avx512((const uint16_t *)(const void *)k_row(c, j->il, g, lo0),
-                                 n_win * hd, kind == TQ_KV_F16, Kf);
-            tq_attn_widen_avx512((const uint16_t *)(const void *)v_row(c, j->il, g, lo0),
-                                 n_win * hd, kind == TQ_KV_F16, Vf);
+            tq_attn_widen_avx512((const uint16_t *)(const void *)kr, n_win * hd,
+                                 kind == TQ_KV_F16, Kf);
+            tq_attn_widen_avx512((const uint16_t *)(const void *)vr, n_win * hd,
+                                 kind == TQ_KV_F16, Vf);
             K = Kf;
             V = Vf;
         } else if (is_plain(kind)) {
-            get_plain(kind, k_row(c, j->il, g, lo0), n_win, hd, Kf);
-            get_plain(kind, v_row(c, j->il, g, lo0), n_win, hd, Vf);
+            get_plain(kind, kr, n_win, hd, Kf);
+            get_plain(kind, vr, n_win, hd, Vf);
             K = Kf;
             V = Vf;
         } else {
             /* rows were encoded by this cache, so decoding cannot fail */
-            (void)tq_kv_decode_k(c->scheme, hd, k_row(c, j->il, g, lo0), n_win, Kf, n_win * hd,
-                                 NULL);
-            (void)tq_kv_decode_v(c->scheme, hd, v_row(c, j->il, g, lo0), n_win, Vf, n_win * hd,
-                                 NULL);
+            (void)tq_kv_decode_k(c->scheme, hd, kr, n_win, Kf, n_win * hd, NULL);
+            (void)tq_kv_decode_v(c->scheme, hd, vr, n_win, Vf, n_win * hd, NULL);
             K = Kf;
             V = Vf;
         }
@@ -410,5 +453,107 @@ size_t tq_kvcache_token_bytes(const tq_kvcache *c)
 
 size_t tq_kvcache_capacity_bytes(const tq_kvcache *c)
 {
-    return tq_kvcache_token_bytes(c) * (size_t)c->n_ctx;
+    return tq_kvcache_bytes_at(c, c->n_ctx);
+}
+
+size_t tq_kvcache_bytes_at(const tq_kvcache *c, int64_t n)
+{
+    if (!c->slots)
+        return tq_kvcache_token_bytes(c) * (size_t)n;
+    size_t b = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t kr, vr;
+        tq_kvcache_layer_rb(c, l, &kr, &vr);
+        const int64_t rows = n < c->slots[l] ? n : c->slots[l];
+        b += (kr + vr) * (size_t)c->n_kv_heads * (size_t)rows;
+    }
+    return b;
+}
+
+void tq_kvcache_layer_rb(const tq_kvcache *c, int il, size_t *k_rb, size_t *v_rb)
+{
+    if (c->scheme.kind == TQ_KV_TURBO) {
+        const tq_kvc_turbo *t = (const tq_kvc_turbo *)(const void *)c;
+        *k_rb = t->k_rb[il];
+        *v_rb = t->v_rb[il];
+        return;
+    }
+    *k_rb = c->k_row_bytes;
+    *v_rb = c->v_row_bytes;
+}
+
+tq_status tq_kvcache_set_window(tq_kvcache *c, const int *window, int n_batch, int keep_all)
+{
+    c->window = window;
+    if (!window || keep_all || c->slots)
+        return TQ_OK;
+    const int64_t nb = n_batch > 0 ? n_batch : 1;
+    int any = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const int64_t S = (window[l] + nb + TQ_KVC_RING_ALIGN - 1) / TQ_KVC_RING_ALIGN *
+                          TQ_KVC_RING_ALIGN;
+        any |= window[l] > 0 && S < c->n_ctx;
+    }
+    if (!any)
+        return TQ_OK;
+    c->slots = tq_calloc((size_t)c->n_layers, sizeof(*c->slots));
+    c->ring_lo = tq_calloc((size_t)c->n_layers, sizeof(*c->ring_lo));
+    if (!c->slots || !c->ring_lo)
+        goto nomem;
+    for (int l = 0; l < c->n_layers; l++)
+        c->slots[l] = c->n_ctx; /* layers not (yet) converted keep every row */
+    size_t un = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const int64_t S = (window[l] + nb + TQ_KVC_RING_ALIGN - 1) / TQ_KVC_RING_ALIGN *
+                          TQ_KVC_RING_ALIGN;
+        if (window[l] <= 0 || S >= c->n_ctx)
+            continue;
+        size_t kr, vr;
+        tq_kvcache_layer_rb(c, l, &kr, &vr);
+        const size_t kb = (size_t)c->n_kv_heads * (size_t)S * kr;
+        const size_t vb = (size_t)c->n_kv_heads * (size_t)S * vr;
+        uint8_t *k = tq_aligned_alloc(kb), *v = tq_aligned_alloc(vb);
+        if (!k || !v) {
+            tq_free(k);
+            tq_free(v);
+            goto nomem;
+        }
+        memset(k, 0, kb); /* slots before the first wrap are decoded (masked) by block kernels */
+        memset(v, 0, vb);
+        tq_free(c->k[l]);
+        tq_free(c->v[l]);
+        c->k[l] = k;
+        c->v[l] = v;
+        c->slots[l] = S;
+        un = un > (size_t)S * (kr + vr) ? un : (size_t)S * (kr + vr);
+    }
+    if (c->ops == &window_ops) { /* dequantize-window attention: unwrapped windows */
+        c->unwrap_bytes = (un + 63) & ~(size_t)63;
+        if (!(c->unwrap = tq_aligned_alloc(c->unwrap_bytes * (size_t)c->n_threads)))
+            goto nomem;
+    }
+    return TQ_OK;
+nomem:
+    return TQ_FAIL(TQ_E_NOMEM, "kv cache: out of memory for the sliding-window rings");
+}
+
+tq_status tq_kvcache_resume_check(const tq_kvcache *c, int64_t n_past)
+{
+    if (!c->slots || n_past <= 0)
+        return TQ_OK;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!tq_kvc_is_ring(c, l))
+            continue;
+        const int64_t W = c->window[l], need = n_past + 1 > W ? n_past + 1 - W : 0;
+        if (need < c->ring_lo[l])
+            return TQ_FAIL(TQ_E_UNSUPPORTED, "kv cache: cannot go back to %lld tokens: layer %d "
+                                             "keeps only its sliding window of %lld tokens and "
+                                             "holds positions from %lld, the next token needs "
+                                             "them from %lld (it can go back to %lld tokens at "
+                                             "most); reset the session and evaluate the prompt "
+                                             "again, or create the session with swa_full",
+                           (long long)n_past, l, (long long)W, (long long)c->ring_lo[l],
+                           (long long)need, (long long)(c->ring_lo[l] + W - 1));
+    }
+    return TQ_OK;
 }

@@ -56,7 +56,27 @@ struct tq_kvcache {
     const int *window;     /* [n_layers] sliding attention window in tokens (query p sees
                             * keys (p - window, p]), 0 = unlimited; NULL = all unlimited.
                             * Borrowed from the session; every attend() must honour it.  */
+    /* Ring buffers (tq_kvcache_set_window): a sliding-window layer keeps only slots[il] rows
+     * per kv-head; the row of position t sits in slot t % slots[il]. NULL = every layer keeps
+     * n_ctx rows (slot = position). ring_lo[il]: the lowest position whose row is still held
+     * (positions [ring_lo, n_past) are). unwrap: per-thread raw rows for a window that wraps
+     * (the dequantize-window attention reads one contiguous run). */
+    int64_t *slots;        /* [n_layers] or NULL                                          */
+    int64_t *ring_lo;      /* [n_layers] or NULL                                          */
+    unsigned char *unwrap; /* (n_threads, unwrap_bytes) or NULL                            */
+    size_t unwrap_bytes;
 };
+
+/* rows per kv-head of layer il (n_ctx unless the layer is a ring) */
+static inline int64_t tq_kvc_slots(const tq_kvcache *c, int il)
+{
+    return c->slots ? c->slots[il] : c->n_ctx;
+}
+/* 1 when layer il keeps only its window (a ring of fewer than n_ctx rows) */
+static inline int tq_kvc_is_ring(const tq_kvcache *c, int il)
+{
+    return c->slots && c->slots[il] < c->n_ctx;
+}
 
 /* tq_kvcache_create() -- allocate a cache for n_ctx tokens. Errors: TQ_E_UNSUPPORTED naming the
  * scheme and the valid ones (scheme not usable at this head_dim), TQ_E_NOMEM, TQ_E_ARG. */
@@ -76,11 +96,29 @@ tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, 
                                 tq_kvcache **out);
 void tq_kvcache_free(tq_kvcache *c);
 
+/* tq_kvcache_set_window() -- borrow the per-layer sliding windows (c->window; NULL = none) and,
+ * unless keep_all, keep only the window of each sliding layer: its storage becomes a ring of
+ * slots = round_up(window + n_batch, TQ_KVC_RING_ALIGN) rows per kv-head when that is fewer
+ * than n_ctx (a prefill chunk of up to n_batch tokens never overwrites a key its first query
+ * needs). Every scheme: the rows keep the scheme's format; attention reads them by slot.
+ * Call once, right after creation, before any append. TQ_E_NOMEM. */
+#define TQ_KVC_RING_ALIGN 256
+tq_status tq_kvcache_set_window(tq_kvcache *c, const int *window, int n_batch, int keep_all);
+/* tq_kvcache_resume_check() -- TQ_OK when the cache can continue at position n_past (after a
+ * trim): every ring layer still holds the keys the next token sees (positions
+ * [n_past - window + 1, n_past)). Else TQ_E_UNSUPPORTED with a message naming the layer, the
+ * oldest position held and the fix (trim less, or reset and evaluate the prompt again). */
+tq_status tq_kvcache_resume_check(const tq_kvcache *c, int64_t n_past);
+/* tq_kvcache_layer_rb() -- K and V row bytes of layer il (schemes whose layers differ: turbo) */
+void tq_kvcache_layer_rb(const tq_kvcache *c, int il, size_t *k_rb, size_t *v_rb);
+
 /* The loops every cache shares (written once here). A row of token t, kv-head g of layer il is
- * at k[il] + (g * n_ctx + t) * k_rb (likewise v). tq_kvc_append_rows() calls put() for the K
- * and V rows of each of the n tokens at pos.. and each kv-head (k, v: (n, n_kv_heads,
- * head_dim) floats) and stops at the first error. tq_kvc_free_rows() frees every layer's K/V
- * storage and the two arrays (each may be NULL). */
+ * at k[il] + (g * slots + t % slots) * k_rb (likewise v; slots = tq_kvc_slots()).
+ * tq_kvc_append_rows() checks a ring layer can take the rows (the keys the first new token
+ * sees are still held; the chunk fits the ring), calls put() for the K and V rows of each of
+ * the n tokens at pos.. and each kv-head (k, v: (n, n_kv_heads, head_dim) floats) and stops at
+ * the first error. tq_kvc_free_rows() frees every layer's K/V storage, the two arrays (each may
+ * be NULL) and the ring bookkeeping. */
 typedef tq_status (*tq_kvc_put_fn)(tq_kvcache *c, int il, const float *k, const float *v,
                                    uint8_t *kd, uint8_t *vd, void *ctx);
 tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
@@ -90,5 +128,8 @@ void tq_kvc_free_rows(tq_kvcache *c);
 size_t tq_kvcache_token_bytes(const tq_kvcache *c);
 /* tq_kvcache_capacity_bytes() -- bytes of K/V storage allocated. */
 size_t tq_kvcache_capacity_bytes(const tq_kvcache *c);
+/* tq_kvcache_bytes_at() -- bytes of K/V held for n tokens (a ring layer holds at most its
+ * slots: a sliding layer costs its window, not n). */
+size_t tq_kvcache_bytes_at(const tq_kvcache *c, int64_t n);
 
 #endif /* TQ_KVCACHE_H */

@@ -55,19 +55,20 @@ static void code_of(int code, float *iq4, tq_rot_code *o)
     }
 }
 
+static tq_status rot_put(tq_kvcache *c, int il, const float *ks, const float *vs, uint8_t *kd,
+                         uint8_t *vd, void *ctx)
+{
+    (void)il;
+    (void)ctx;
+    tq_kv_rot_encode_row_ref(c->scheme.k_bits, 0, ks, c->head_dim, kd);
+    tq_kv_rot_encode_row_ref(c->scheme.v_bits, 1, vs, c->head_dim, vd);
+    return TQ_OK;
+}
+
 static tq_status rot_append(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
                             int64_t n)
 {
-    const int hd = c->head_dim, nkv = c->n_kv_heads;
-    for (int64_t t = 0; t < n; t++)
-        for (int g = 0; g < nkv; g++) {
-            const size_t row = (size_t)g * (size_t)c->n_ctx + (size_t)(pos + t);
-            tq_kv_rot_encode_row_ref(c->scheme.k_bits, 0, k + (t * nkv + g) * hd, hd,
-                                     c->k[il] + row * c->k_row_bytes);
-            tq_kv_rot_encode_row_ref(c->scheme.v_bits, 1, v + (t * nkv + g) * hd, hd,
-                                     c->v[il] + row * c->v_row_bytes);
-        }
-    return TQ_OK;
+    return tq_kvc_append_rows(c, il, pos, k, v, n, c->k_row_bytes, c->v_row_bytes, rot_put, NULL);
 }
 
 static void rot_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
@@ -87,8 +88,9 @@ static void rot_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64
         const tq_attn_rot_job j = {
             .kern = r->kern, .kc = &r->kc, .vc = &r->vc, .k = c->k[il], .v = c->v[il],
             .k_rb = c->k_row_bytes, .v_rb = c->v_row_bytes,
-            .k_head_stride = (size_t)c->n_ctx * c->k_row_bytes,
-            .v_head_stride = (size_t)c->n_ctx * c->v_row_bytes, .slots = c->n_ctx,
+            .k_head_stride = (size_t)tq_kvc_slots(c, il) * c->k_row_bytes,
+            .v_head_stride = (size_t)tq_kvc_slots(c, il) * c->v_row_bytes,
+            .slots = tq_kvc_slots(c, il),
             .n_heads = nh, .n_kv_heads = c->n_kv_heads, .hd = hd, .scale = c->scale,
             .window = c->window && c->window[il] > 0 ? c->window[il] : 0, .q = r->qbuf,
             .n_q = nq, .pos0 = pos0 + s0, .out = o, .scratch = r->scratch, .part = r->part};
@@ -101,14 +103,7 @@ static void rot_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64
 static void rot_destroy(tq_kvcache *c)
 {
     tq_kvc_rot *r = (tq_kvc_rot *)(void *)c;
-    for (int l = 0; l < c->n_layers; l++) {
-        if (c->k)
-            tq_free(c->k[l]);
-        if (c->v)
-            tq_free(c->v[l]);
-    }
-    tq_free(c->k);
-    tq_free(c->v);
+    tq_kvc_free_rows(c);
     tq_free(r->scratch);
     tq_free(r->part);
     tq_free(r->qbuf);

@@ -95,22 +95,30 @@ static void ref_task(void *ctx, int ith, int nth)
     const int64_t n_win = j->pos0 + j->n_q;
     int64_t g0, g1;
     tq_split_range(c->n_kv_heads, ith, nth, &g0, &g1);
+    const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
+    const int64_t S = tq_kvc_slots(c, j->il), u_lo = W && j->pos0 + 1 > W ? j->pos0 + 1 - W : 0;
     for (int64_t g = g0; g < g1; g++) {
-        const uint8_t *K = c->k[j->il] + (size_t)g * c->n_ctx * kr;
-        const uint8_t *V = c->v[j->il] + (size_t)g * c->n_ctx * vr;
-        (void)tq_kv_decode_k(s, hd, K, n_win, Kf, n_win * hd, NULL);
-        for (int64_t u = 0; u < n_win; u++) {
+        const uint8_t *K = c->k[j->il] + (size_t)g * (size_t)S * kr;
+        const uint8_t *V = c->v[j->il] + (size_t)g * (size_t)S * vr;
+        /* positions [u_lo, n_win) (every key a query of this call sees) by slot; scratch rows
+         * by position */
+        for (int64_t u = u_lo; u < n_win;) {
+            const int64_t sl = u % S, run = S - sl < n_win - u ? S - sl : n_win - u;
+            (void)tq_kv_decode_k(s, hd, K + (size_t)sl * kr, run, Kf + u * hd, run * hd, NULL);
+            u += run;
+        }
+        for (int64_t u = u_lo; u < n_win; u++) {
             double *vv = Vd + u * hd;
+            const uint8_t *vrow = V + (size_t)(u % S) * vr;
             if (s.kind == TQ_KV_TURBO) {
-                tq_attn_dec_v_rot_scalar(V + (size_t)u * vr, hd, s.v_bits, vv);
+                tq_attn_dec_v_rot_scalar(vrow, hd, s.v_bits, vv);
                 tq_kv_unrotate_f64(vv, hd);
             } else {
-                (void)tq_kv_decode_v(s, hd, V + (size_t)u * vr, 1, y, hd, NULL);
+                (void)tq_kv_decode_v(s, hd, vrow, 1, y, hd, NULL);
                 for (int e = 0; e < hd; e++)
                     vv[e] = y[e];
             }
         }
-        const int64_t W = c->window && c->window[j->il] > 0 ? c->window[j->il] : 0;
         for (int64_t i = 0; i < j->n_q; i++) {
             const int64_t n_keys = j->pos0 + i + 1, lo = W && n_keys > W ? n_keys - W : 0;
             for (int h = (int)g * group; h < ((int)g + 1) * group; h++) {
@@ -169,7 +177,7 @@ void tq_kvc_turbo_attend_fused(tq_kvcache *c, int il, const float *q, int64_t n_
     const tq_kvc_turbo *t = (const tq_kvc_turbo *)(const void *)c;
     const tq_attn_turbo_view v = {
         .k = c->k[il], .v = c->v[il], .k_rb = t->k_rb[il], .v_rb = t->v_rb[il],
-        .n_ctx = c->n_ctx, .head_dim = c->head_dim, .n_heads = c->n_heads,
+        .n_ctx = tq_kvc_slots(c, il), .head_dim = c->head_dim, .n_heads = c->n_heads,
         .n_kv_heads = c->n_kv_heads, .scale = c->scale,
         .window = c->window && c->window[il] > 0 ? c->window[il] : 0, .s = t->ls[il],
         .rot_k = t->rot_k, .n_threads = c->n_threads, .qbuf = t->qbuf, .part = t->part,

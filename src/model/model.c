@@ -669,7 +669,9 @@ tq_status tq_session_create(tq_model *m, const tq_session_opts *opts, tq_session
         }
         for (int l = 0; l < c->n_layers; l++)
             s->window[l] = tq_model_config_layer_is_sliding(c, l) ? c->sliding_window : 0;
-        s->kv->window = s->window;
+        /* sliding layers keep only their window (a ring) unless swa_full */
+        if ((st = tq_kvcache_set_window(s->kv, s->window, nb, opts->swa_full)))
+            goto fail;
     }
     m->n_sessions++;
     *out = s;
@@ -803,6 +805,9 @@ tq_status tq_session_trim(tq_session *s, int64_t n_drop)
     if (n_drop < 0 || n_drop > s->n_past)
         return TQ_FAIL(TQ_E_ARG, "tq_session_trim: cannot drop %lld of %lld tokens",
                        (long long)n_drop, (long long)s->n_past);
+    const tq_status st = tq_kvcache_resume_check(s->kv, s->n_past - n_drop);
+    if (st)
+        return st;
     s->n_past -= n_drop;
     return TQ_OK;
 }
@@ -818,7 +823,7 @@ tq_status tq_session_kv_bytes(const tq_session *s, tq_kv_usage *out)
     if (!s || !out)
         return TQ_FAIL(TQ_E_ARG, "tq_session_kv_bytes: NULL argument");
     out->bytes_per_token = tq_kvcache_token_bytes(s->kv);
-    out->bytes_used = out->bytes_per_token * (size_t)s->n_past;
+    out->bytes_used = tq_kvcache_bytes_at(s->kv, s->n_past);
     out->bytes_capacity = tq_kvcache_capacity_bytes(s->kv);
     return TQ_OK;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """openai_client.py TQ MODEL -- the `openai` Python package against `tq serve` (a `model` test,
-tests/serve.cmake): models, chat, streaming chat, completions, an error. Exits 77 (skip) when the
+tests/serve.cmake): models, chat, streaming chat, completions, logprobs (chat, streamed chat,
+completions), presence/frequency penalties, errors. Exits 77 (skip) when the
 package or the model is missing. Loopback only; the server is started and stopped here."""
 import os
 import socket
@@ -69,6 +70,48 @@ try:
     check(r2.choices[0].text == r.choices[0].text and
           r2.usage.prompt_tokens_details.cached_tokens > 0,
           "prompt cache: cached_tokens %s" % r2.usage.prompt_tokens_details)
+    # logprobs: chat (content[] with top_logprobs), streamed, and completions
+    import math
+    r = c.chat.completions.create(model="smol", messages=msgs, max_tokens=8, temperature=0,
+                                  logprobs=True, top_logprobs=3)
+    lc = r.choices[0].logprobs.content if r.choices[0].logprobs else None
+    check(lc is not None and len(lc) == r.usage.completion_tokens and
+          all(len(e.top_logprobs) == 3 and e.logprob <= 0 and e.bytes is not None and
+              e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob
+              for e in lc), "chat logprobs: %d entries with 3 top each" % (len(lc) if lc else -1))
+    # greedy: each chosen token is the top-1 of the raw distribution, and its text adds up
+    check(lc and all(abs(e.logprob - e.top_logprobs[0].logprob) < 1e-6 for e in lc) and
+          "".join(e.token for e in lc) == r.choices[0].message.content,
+          "greedy chat: chosen = top-1, tokens join to the content %r" %
+          r.choices[0].message.content)
+    streamed = []
+    for ch in c.chat.completions.create(model="smol", messages=msgs, max_tokens=8, temperature=0,
+                                        logprobs=True, top_logprobs=3, stream=True):
+        if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+            streamed += ch.choices[0].logprobs.content
+    check([(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in lc],
+          "streamed chat logprobs equal the plain ones (%d entries)" % len(streamed))
+    r = c.completions.create(model="smol", prompt="The capital of France is", max_tokens=6,
+                             temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    check(lp is not None and len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) ==
+          len(lp.text_offset) == r.usage.completion_tokens and "".join(lp.tokens) ==
+          r.choices[0].text and all(len(d) <= 2 for d in lp.top_logprobs) and
+          math.fsum(math.exp(v) for v in lp.top_logprobs[0].values()) <= 1 + 1e-6,
+          "completions logprobs: %s" % (lp.tokens if lp else None))
+    # penalties: a strong frequency penalty changes a greedy answer that repeats itself
+    rep = [{"role": "user", "content": "Repeat the word 'yes' twenty times."}]
+    a = c.chat.completions.create(model="smol", messages=rep, max_tokens=24, temperature=0)
+    b = c.chat.completions.create(model="smol", messages=rep, max_tokens=24, temperature=0,
+                                  frequency_penalty=2, presence_penalty=1)
+    check(a.choices[0].message.content != b.choices[0].message.content,
+          "penalties change the answer: %r -> %r" % (a.choices[0].message.content,
+                                                      b.choices[0].message.content))
+    try:
+        c.chat.completions.create(model="smol", messages=msgs, presence_penalty=3)
+        check(False, "presence_penalty 3 refused")
+    except openai.BadRequestError as e:
+        check("presence_penalty" in str(e), "presence_penalty 3 refused: %s" % e)
     try:
         c.chat.completions.create(model="smol", messages=msgs, n=2)
         check(False, "n=2 refused")

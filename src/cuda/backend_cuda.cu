@@ -1,0 +1,481 @@
+// backend_cuda.cu -- the CUDA backend of the one forward (backend_cuda.h, common/backend.h):
+// device buffers, one stream per context. Products: decode (n = 1) through a fused GEMV kernel
+// (input transform in shared memory as bf16, one warp per row, 16-byte weight loads, fp32
+// accumulation; every output of a job in one launch; residual add folded in when there is no
+// post-norm); prefill through cuBLAS (bf16 x bf16 -> fp32). Elementwise ops are small kernels
+// with the CPU backend's formulas (fp32; RMSNorm sums in fp32 here, in double on the CPU).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <math.h>
+
+#include "cuda/kv_cuda.cuh"
+
+extern "C" {
+#include "cuda/backend_cuda.h"
+}
+
+extern "C" void *tq_calloc(size_t n, size_t size);
+extern "C" void tq_free(void *p);
+
+struct tqc_be {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int max_n, n_heads;
+    int64_t max_cols;
+    float scale;
+    __nv_bfloat16 *xb; // (max_n, max_cols) bf16 GEMM input
+    int32_t *tok;      // (max_n) token ids
+    tq_status err;     // first failure of a void op
+    int gemv;
+};
+
+namespace {
+
+#define BE_TRY(b, call)                                                                          \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess && (b)->err == TQ_OK)                                              \
+            (b)->err = TQC_FAIL(TQ_E_CUDA, "CUDA: %s: %s", #call, cudaGetErrorString(e_));      \
+    } while (0)
+
+int blocks_for(int64_t n)
+{
+    const int64_t b = (n + 255) / 256;
+    return (int)(b > 4096 ? 4096 : b < 1 ? 1 : b);
+}
+
+__device__ inline float silu_f(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+__device__ inline float gelu_f(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+// sum of v over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it
+__device__ float block_sum(float v, float *red)
+{
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int k = 0; k < nw; k++)
+        s += red[k];
+    return s;
+}
+
+__global__ void embed_kernel(const __nv_bfloat16 *emb, const int32_t *tok, int dim, float sc, float *x)
+{
+    const int t = blockIdx.x;
+    const __nv_bfloat16 *e = emb + (size_t)tok[t] * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = __bfloat162float(e[i]);
+        x[(size_t)t * dim + i] = sc != 0.0f && sc != 1.0f ? v * sc : v;
+    }
+}
+
+// o[row] = x[row] / rms(x[row]) * (w | 1 + w | 1); one block per row; o may be x
+__global__ void rmsnorm_kernel(float *o, const float *x, const float *w, int width, float eps, int p1)
+{
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * width;
+    float *orow = o + (size_t)blockIdx.x * width;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < width; i += blockDim.x)
+        ss += xr[i] * xr[i];
+    ss = block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)width + eps);
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        const float y = xr[i] * r;
+        orow[i] = w ? y * (p1 ? 1.0f + w[i] : w[i]) : y;
+    }
+}
+
+// res[row] += (post ? rmsnorm(y[row]) : y[row]); one block per row
+__global__ void add_norm_kernel(float *res, const float *y, int64_t ldy, const float *post, int width, float eps,
+                                int p1)
+{
+    __shared__ float red[32];
+    const float *yr = y + (size_t)blockIdx.x * ldy;
+    float *rr = res + (size_t)blockIdx.x * width;
+    float r = 1.0f;
+    if (post) {
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < width; i += blockDim.x)
+            ss += yr[i] * yr[i];
+        ss = block_sum(ss, red);
+        r = 1.0f / sqrtf(ss / (float)width + eps);
+    }
+    for (int i = threadIdx.x; i < width; i += blockDim.x)
+        rr[i] += post ? yr[i] * r * (p1 ? 1.0f + post[i] : post[i]) : yr[i];
+}
+
+// the matmul's input transform into bf16 rows (n, cols): one block per row
+template <int PRE>
+__global__ void pre_kernel(const float *x, const float *aux, int cols, float eps, int p1, __nv_bfloat16 *xb)
+{
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    const float *ar = aux ? aux + (size_t)blockIdx.x * cols : nullptr;
+    float r = 1.0f;
+    if constexpr (PRE == TQ_BE_PRE_NORM) {
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < cols; i += blockDim.x)
+            ss += xr[i] * xr[i];
+        ss = block_sum(ss, red);
+        r = 1.0f / sqrtf(ss / (float)cols + eps);
+    }
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        float v;
+        if constexpr (PRE == TQ_BE_PRE_NORM)
+            v = xr[i] * r * (p1 ? 1.0f + aux[i] : aux[i]);
+        else if constexpr (PRE == TQ_BE_PRE_SILU)
+            v = silu_f(xr[i]) * ar[i];
+        else if constexpr (PRE == TQ_BE_PRE_GELU)
+            v = gelu_f(xr[i]) * ar[i];
+        else
+            v = xr[i];
+        xb[(size_t)blockIdx.x * cols + i] = __float2bfloat16(v);
+    }
+}
+
+// Decode GEMV over up to 4 outputs of the same input: block b belongs to the output whose
+// block range holds it; 8 warps, one row each. The input (transformed, bf16) is staged in
+// shared memory by every block. cols % 8 == 0, cols <= GEMV_MAXC.
+constexpr int GEMV_MAXC = 8192;
+struct gemv_outs {
+    const __nv_bfloat16 *w[4];
+    float *y[4];
+    int rows[4];
+    int blk_end[4];
+    int acc[4];
+    int n;
+};
+
+template <int PRE>
+__global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const float *src, const float *aux,
+                                                   float eps, int p1)
+{
+    __shared__ __align__(16) __nv_bfloat16 xs[GEMV_MAXC];
+    __shared__ float red[32];
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    float r = 1.0f;
+    if constexpr (PRE == TQ_BE_PRE_NORM) {
+        float ss = 0.0f;
+        for (int i = t; i < cols; i += 256)
+            ss += src[i] * src[i];
+        ss = block_sum(ss, red);
+        r = 1.0f / sqrtf(ss / (float)cols + eps);
+    }
+    for (int i = t; i < cols; i += 256) {
+        float v;
+        if constexpr (PRE == TQ_BE_PRE_NORM)
+            v = src[i] * r * (p1 ? 1.0f + aux[i] : aux[i]);
+        else if constexpr (PRE == TQ_BE_PRE_SILU)
+            v = silu_f(src[i]) * aux[i];
+        else if constexpr (PRE == TQ_BE_PRE_GELU)
+            v = gelu_f(src[i]) * aux[i];
+        else
+            v = src[i];
+        xs[i] = __float2bfloat16(v);
+    }
+    __syncthreads();
+    // this block's output, selected with constant indices (a dynamically indexed kernel
+    // parameter would be copied to local memory by every thread)
+    const __nv_bfloat16 *wk = o.w[0];
+    float *yk = o.y[0];
+    int rows = o.rows[0], acck = o.acc[0], b0 = 0;
+#pragma unroll
+    for (int j = 1; j < 4; j++)
+        if (j < o.n && (int)blockIdx.x >= o.blk_end[j - 1]) {
+            wk = o.w[j], yk = o.y[j], rows = o.rows[j], acck = o.acc[j], b0 = o.blk_end[j - 1];
+        }
+    const int row = ((int)blockIdx.x - b0) * 8 + wid;
+    if (row >= rows)
+        return;
+    const uint4 *wr = reinterpret_cast<const uint4 *>(wk + (size_t)row * cols);
+    const uint4 *xr = reinterpret_cast<const uint4 *>(xs);
+    float acc = 0.0f;
+    for (int i = lane; i < cols / 8; i += 32) {
+        const uint4 a = __ldg(wr + i), b = xr[i];
+        const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
+        const __nv_bfloat162 *b2 = reinterpret_cast<const __nv_bfloat162 *>(&b);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 fa = __bfloat1622float2(a2[j]), fb = __bfloat1622float2(b2[j]);
+            acc = fmaf(fa.x, fb.x, acc);
+            acc = fmaf(fa.y, fb.y, acc);
+        }
+    }
+    for (int off = 16; off; off >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0)
+        yk[row] = acck ? yk[row] + acc : acc;
+}
+
+__global__ void bias_kernel(float *y, const float *b, int64_t total, int width)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += b[i % width];
+}
+
+// rotate_half RoPE of token blockIdx.x (position pos0 + t): q heads then k heads
+__global__ void rope_kernel(float *q, int nh, float *k, int nkv, int hd, int rd, const float *inv_freq, int64_t pos0)
+{
+    const int t = blockIdx.x, half = rd / 2;
+    const float pos = (float)(pos0 + t);
+    const int nq = nh * half, nk = nkv * half;
+    for (int i = threadIdx.x; i < nq + nk; i += blockDim.x) {
+        const bool isq = i < nq;
+        const int ii = isq ? i : i - nq;
+        const int h = ii / half, j = ii % half;
+        float *x = isq ? q + ((size_t)t * nh + h) * hd : k + ((size_t)t * nkv + h) * hd;
+        const float ang = pos * inv_freq[j];
+        const float c = cosf(ang), s = sinf(ang);
+        const float a = x[j], b = x[j + half];
+        x[j] = a * c - b * s;
+        x[j + half] = b * c + a * s;
+    }
+}
+
+__global__ void softcap_kernel(float *y, int64_t n, float c)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = c * tanhf(y[i] / c);
+}
+
+tq_status be_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, float scale, float *x)
+{
+    tqc_be *b = (tqc_be *)ctx;
+    if (e->dtype != TQ_DTYPE_BF16 || n > b->max_n)
+        return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend: embedding lookup takes bf16 rows and <= %d tokens", b->max_n);
+    TQC_CUDA(cudaMemcpyAsync(b->tok, tok, (size_t)n * 4, cudaMemcpyHostToDevice, b->stream));
+    embed_kernel<<<n, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, b->tok, (int)e->cols, scale, x);
+    return TQ_OK;
+}
+
+void be_rmsnorm(void *ctx, float *o, const float *x, const float *w, int64_t rows, int width, float eps, int p1)
+{
+    tqc_be *b = (tqc_be *)ctx;
+    if (rows > 0)
+        rmsnorm_kernel<<<(unsigned)rows, width >= 256 ? 256 : 128, 0, b->stream>>>(o, x, w, width, eps, p1);
+}
+
+template <int PRE>
+void launch_gemv(tqc_be *b, const gemv_outs &o, int cols, const float *src, const float *aux, float eps, int p1)
+{
+    gemv_kernel<PRE><<<o.blk_end[o.n - 1], 256, 0, b->stream>>>(o, cols, src, aux, eps, p1);
+}
+
+template <int PRE>
+void launch_pre(tqc_be *b, const tq_be_mm *a, const float *aux)
+{
+    pre_kernel<PRE><<<(unsigned)a->n, 256, 0, b->stream>>>(a->x, aux, (int)a->cols, a->eps, a->plus_one, b->xb);
+}
+
+tq_status be_matmul(void *ctx, const tq_be_mm *a)
+{
+    tqc_be *b = (tqc_be *)ctx;
+    const int cols = (int)a->cols, n = (int)a->n;
+    if (a->n_out < 1 || a->n_out > 4 || n < 1 || n > b->max_n || a->cols > b->max_cols)
+        return TQC_FAIL(TQ_E_ARG, "CUDA backend matmul: %d outputs, %d rows of %d (max %d rows of %lld)", a->n_out,
+                        n, cols, b->max_n, (long long)b->max_cols);
+    for (int i = 0; i < a->n_out; i++)
+        if (a->out[i].w.dtype != TQ_DTYPE_BF16 || a->out[i].w.native)
+            return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend matmul: weights must be dense bf16 (quantized "
+                            "GPU products are not implemented)");
+    const float *aux = a->pre == TQ_BE_PRE_NORM ? a->norm : a->up;
+    const bool fold = a->res && !a->post_norm; // residual add inside the product
+    if (n == 1 && b->gemv && cols % 8 == 0 && cols <= GEMV_MAXC) {
+        gemv_outs o = {};
+        o.n = a->n_out;
+        int be = 0;
+        for (int i = 0; i < a->n_out; i++) {
+            o.w[i] = (const __nv_bfloat16 *)a->out[i].w.w;
+            o.rows[i] = (int)a->out[i].w.rows;
+            o.y[i] = fold ? a->res : a->out[i].y;
+            o.acc[i] = fold;
+            be += (o.rows[i] + 7) / 8;
+            o.blk_end[i] = be;
+        }
+        switch (a->pre) {
+        case TQ_BE_PRE_NORM: launch_gemv<TQ_BE_PRE_NORM>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+        case TQ_BE_PRE_SILU: launch_gemv<TQ_BE_PRE_SILU>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+        case TQ_BE_PRE_GELU: launch_gemv<TQ_BE_PRE_GELU>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+        default: launch_gemv<TQ_BE_PRE_NONE>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+        }
+    } else {
+        switch (a->pre) {
+        case TQ_BE_PRE_NORM: launch_pre<TQ_BE_PRE_NORM>(b, a, aux); break;
+        case TQ_BE_PRE_SILU: launch_pre<TQ_BE_PRE_SILU>(b, a, aux); break;
+        case TQ_BE_PRE_GELU: launch_pre<TQ_BE_PRE_GELU>(b, a, aux); break;
+        default: launch_pre<TQ_BE_PRE_NONE>(b, a, aux); break;
+        }
+        for (int i = 0; i < a->n_out; i++) {
+            const tq_be_out *o = &a->out[i];
+            const int rows = (int)o->w.rows;
+            const float alpha = 1.0f, beta = fold ? 1.0f : 0.0f;
+            float *y = fold ? a->res : o->y;
+            const int ldy = fold ? rows : (int)o->ldy;
+            const cublasStatus_t cs =
+                cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, o->w.w, CUDA_R_16BF, cols,
+                             b->xb, CUDA_R_16BF, cols, &beta, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT);
+            if (cs != CUBLAS_STATUS_SUCCESS)
+                return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx (%d x %d x %d): status %d", rows, n, cols, (int)cs);
+        }
+    }
+    if (a->res && !fold) {
+        const int rows = (int)a->out[0].w.rows;
+        add_norm_kernel<<<n, 256, 0, b->stream>>>(a->res, a->out[0].y, a->out[0].ldy, a->post_norm, rows, a->eps,
+                                                   a->plus_one);
+    }
+    return TQ_OK;
+}
+
+void be_bias(void *ctx, float *y, const float *bv, int64_t n, int width)
+{
+    tqc_be *b = (tqc_be *)ctx;
+    bias_kernel<<<blocks_for(n * width), 256, 0, b->stream>>>(y, bv, n * width, width);
+}
+
+void be_rope(void *ctx, float *q, int nh, float *k, int nkv, int64_t n, int hd, int rd, const float *inv_freq,
+             int64_t pos0, float *cs)
+{
+    tqc_be *b = (tqc_be *)ctx;
+    if (n > 0 && rd >= 2)
+        rope_kernel<<<(unsigned)n, 256, 0, b->stream>>>(q, nh, k, nkv, hd, rd, inv_freq, pos0);
+}
+
+tq_status be_attend(void *ctx, void *kvp, int il, int64_t pos0, const float *k, const float *v, const float *q,
+                    int64_t n, float *out)
+{
+    tqc_be *b = (tqc_be *)ctx;
+    tq_cuda_kv *c = ((tq_cuda_kv **)kvp)[il];
+    if (tq_cuda_kv_length(c) != pos0)
+        return TQC_FAIL(TQ_E_ARG, "CUDA backend attend: layer %d holds %lld tokens, the forward appends at %lld", il,
+                        (long long)tq_cuda_kv_length(c), (long long)pos0);
+    tq_status st = tq_cuda_kv_append(c, TQ_DTYPE_F32, k, v, (int)n, 1);
+    if (st != TQ_OK)
+        return st;
+    return tq_cuda_kv_attend(c, q, (int)n, b->n_heads, b->scale, out, 1);
+}
+
+void be_softcap(void *ctx, float *y, int64_t n, float c)
+{
+    tqc_be *b = (tqc_be *)ctx;
+    softcap_kernel<<<blocks_for(n), 256, 0, b->stream>>>(y, n, c);
+}
+
+} // namespace
+
+extern "C" const tq_backend tq_backend_cuda = {
+    "cuda", be_embed, be_rmsnorm, be_matmul, be_bias, be_rope, be_attend, be_softcap,
+};
+
+extern "C" void tqc_be_free(tqc_be *b)
+{
+    if (!b)
+        return;
+    if (b->stream)
+        cudaStreamSynchronize(b->stream);
+    cudaFree(b->xb);
+    cudaFree(b->tok);
+    if (b->blas)
+        cublasDestroy(b->blas);
+    if (b->stream)
+        cudaStreamDestroy(b->stream);
+    tq_free(b);
+}
+
+extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, float attn_scale, tqc_be **out)
+{
+    *out = NULL;
+    tqc_be *b = (tqc_be *)tq_calloc(1, sizeof(*b));
+    if (!b)
+        return TQC_FAIL(TQ_E_NOMEM, "CUDA backend: out of host memory");
+    b->max_n = max_n;
+    b->max_cols = max_cols;
+    b->n_heads = n_heads;
+    b->scale = attn_scale;
+    b->gemv = 1;
+    tq_status st = TQ_OK;
+    cudaError_t e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&b->xb, (size_t)max_n * (size_t)max_cols * 2);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&b->tok, (size_t)max_n * 4);
+    if (e != cudaSuccess)
+        st = TQC_FAIL(TQ_E_CUDA, "CUDA backend: %s", cudaGetErrorString(e));
+    else if (cublasCreate(&b->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(b->blas, b->stream) != CUBLAS_STATUS_SUCCESS)
+        st = TQC_FAIL(TQ_E_CUDA, "CUDA backend: cuBLAS initialisation failed");
+    if (st != TQ_OK) {
+        tqc_be_free(b);
+        return st;
+    }
+    *out = b;
+    return TQ_OK;
+}
+
+extern "C" tq_status tqc_be_alloc(tqc_be *b, void **p, size_t n, size_t *bytes)
+{
+    *p = NULL;
+    TQC_CUDA(cudaMalloc(p, n ? n : 1));
+    if (bytes)
+        *bytes += n;
+    return TQ_OK;
+}
+
+extern "C" tq_status tqc_be_upload(tqc_be *b, void *dst, const void *src, size_t n)
+{
+    TQC_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, b->stream));
+    TQC_CUDA(cudaStreamSynchronize(b->stream));
+    return TQ_OK;
+}
+
+extern "C" tq_status tqc_be_download(tqc_be *b, void *dst, const void *src, size_t n)
+{
+    TQC_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, b->stream));
+    TQC_CUDA(cudaStreamSynchronize(b->stream));
+    return TQ_OK;
+}
+
+extern "C" void tqc_be_dfree(void *p)
+{
+    cudaFree(p);
+}
+
+extern "C" tq_status tqc_be_status(tqc_be *b)
+{
+    BE_TRY(b, cudaGetLastError()); // a failed launch of any op since the last call
+    const tq_status st = b->err;
+    b->err = TQ_OK;
+    return st;
+}
+
+extern "C" tq_status tqc_be_sync(tqc_be *b)
+{
+    TQC_CUDA(cudaStreamSynchronize(b->stream));
+    return tqc_be_status(b);
+}
+
+extern "C" void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on)
+{
+    tqc_kv_use_stream(c, on ? b->stream : NULL);
+}
+
+extern "C" void tqc_be_set_gemv(tqc_be *b, int on)
+{
+    b->gemv = on;
+}
+
+extern "C" size_t tqc_be_kv_bytes(const tq_cuda_kv *c)
+{
+    return tqc_kv_device_bytes(c);
+}

@@ -1,0 +1,41 @@
+/* backend_cuda.h -- the CUDA backend of the one forward (common/backend.h), for the GPU session
+ * (src/model/session_cuda.c): a context owns one stream, a cuBLAS handle and the scratch of the
+ * ops; every pointer given to the ops is device memory (tokens excepted: host ids). Weights are
+ * dense bf16 (tq_be_mat.dtype TQ_DTYPE_BF16; .native is the hook for the quantized GEMV rows of
+ * the format table, unused today). Decode (n = 1) products are fused GEMV kernels (the input
+ * transform -- RMSNorm, SiLU/GELU gate -- staged in shared memory, every output of a job in one
+ * launch, the residual add folded in); prefill products are cuBLAS GEMMs over bf16 inputs.
+ * Launches are not checked one by one (host time per step): tqc_be_status(), which the session
+ * calls after each forward, reports the first failed launch or op since its last call.
+ * Builds without CUDA (cuda_none.c): tqc_be_create() fails with TQ_E_UNSUPPORTED. */
+#ifndef TQ_BACKEND_CUDA_H
+#define TQ_BACKEND_CUDA_H
+
+#include "common/backend.h"
+
+typedef struct tqc_be tqc_be;
+
+/* The ops table (valid only with a context from tqc_be_create()). */
+extern const tq_backend tq_backend_cuda;
+
+/* tqc_be_create() -- a context for products with up to max_n rows of up to max_cols columns,
+ * attention with n_heads query heads and scale attn_scale. */
+tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, float attn_scale, tqc_be **out);
+void tqc_be_free(tqc_be *b);
+/* device memory: alloc (counted in *bytes when not NULL), copy from/to the host on the
+ * context's stream (download waits for it), free */
+tq_status tqc_be_alloc(tqc_be *b, void **p, size_t n, size_t *bytes);
+tq_status tqc_be_upload(tqc_be *b, void *dst, const void *src, size_t n);
+tq_status tqc_be_download(tqc_be *b, void *dst, const void *src, size_t n);
+void tqc_be_dfree(void *p);
+/* wait for the stream; the first error of the ops since the last call (and clear it) */
+tq_status tqc_be_sync(tqc_be *b);
+tq_status tqc_be_status(tqc_be *b);
+/* run the device cache's work on the context's stream (on = 0: back to its own) */
+void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on);
+/* device bytes of a cache's K/V rows */
+size_t tqc_be_kv_bytes(const tq_cuda_kv *c);
+/* 0: decode products through cuBLAS like prefill (for A/Bs), 1: fused GEMV kernels (default) */
+void tqc_be_set_gemv(tqc_be *b, int on);
+
+#endif

@@ -1,0 +1,203 @@
+/* backend_cpu.c -- the CPU backend of the one forward (common/backend.h): host buffers, the
+ * model's matvec / native block kernels (src/cpu/) on its pool, the session's KV cache
+ * (kv->ops->append / attend); elementwise work on the calling thread. The context is the
+ * tq_session whose run state is the work space (its model's kernels and pool). This is the
+ * arithmetic the forward always had: every CPU result is bit-identical to it. */
+#include <math.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "model/engine.h"
+
+/* o = x / rms(x) * w over n elements (w NULL = no weight; plus_one: gemma's (1 + w)). */
+static void rmsnorm1(float *o, const float *x, const float *w, int n, float eps, int plus_one)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    const float r = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++) {
+        const float y = x[i] * r;
+        o[i] = w ? y * (plus_one ? 1.0f + w[i] : w[i]) : y;
+    }
+}
+
+static void cpu_rmsnorm(void *ctx, float *o, const float *x, const float *w, int64_t rows,
+                        int width, float eps, int plus_one)
+{
+    for (int64_t t = 0; t < rows; t++)
+        rmsnorm1(o + t * width, x + t * width, w, width, eps, plus_one);
+}
+
+/* rotate n_heads vectors of head_dim in place; cs = cos[rope_dim/2] | sin[rope_dim/2] */
+static void rope1(float *v, int n_heads, int head_dim, int rope_dim, const float *cs)
+{
+    const int half = rope_dim / 2;
+    const float *c = cs, *s = cs + half;
+    for (int h = 0; h < n_heads; h++) {
+        float *x = v + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            const float a = x[i], b = x[i + half];
+            x[i] = a * c[i] - b * s[i];
+            x[i + half] = b * c[i] + a * s[i];
+        }
+    }
+}
+
+static void cpu_rope(void *ctx, float *q, int nh, float *k, int nkv, int64_t n, int hd, int rd,
+                     const float *inv_freq, int64_t pos0, float *cs_all)
+{
+    const int half = rd / 2;
+    for (int64_t t = 0; t < n; t++) {
+        float *cs = cs_all + t * rd;
+        const int64_t pos = pos0 + t;
+        for (int i = 0; i < half; i++) {
+            const float ang = (float)pos * inv_freq[i];
+            cs[i] = cosf(ang);
+            cs[half + i] = sinf(ang);
+        }
+        rope1(q + t * nh * hd, nh, hd, rd, cs);
+        rope1(k + t * nkv * hd, nkv, hd, rd, cs);
+    }
+}
+
+static inline float silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+static inline float gelu_tanh(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+static tq_status cpu_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, float scale,
+                           float *x)
+{
+    const int64_t dim = e->cols;
+    const tq_qmat *q = e->native;
+    for (int t = 0; t < n; t++) {
+        float *out = x + (size_t)t * dim;
+        const size_t off = (size_t)tok[t] * (size_t)dim;
+        if (q && q->f) { /* native: decode the one row (the dequantize-at-load values) */
+            q->f->k.dequant((const uint8_t *)q->w + (size_t)tok[t] * q->row_bytes, out, dim);
+        } else if (e->dtype == TQ_DTYPE_F32) {
+            memcpy(out, (const float *)e->w + off, (size_t)dim * sizeof(float));
+        } else {
+            const uint16_t *r = (const uint16_t *)e->w + off;
+            for (int64_t i = 0; i < dim; i++)
+                out[i] = e->dtype == TQ_DTYPE_F16 ? tq_f16_to_f32(r[i]) : tq_bf16_to_f32(r[i]);
+        }
+        if (scale != 0.0f && scale != 1.0f)
+            for (int64_t i = 0; i < dim; i++)
+                out[i] *= scale;
+    }
+    return TQ_OK;
+}
+
+static const tq_qmat *qmat_of(const tq_be_mat *m)
+{
+    const tq_qmat *q = m->native;
+    return q && q->f ? q : NULL;
+}
+
+static tq_status cpu_matmul(void *ctx, const tq_be_mm *a)
+{
+    tq_session *s = ctx;
+    tq_model *m = s->m;
+    const int64_t cols = a->cols, n = a->n;
+    const float *x = a->x;
+    if (a->pre == TQ_BE_PRE_NORM) {
+        cpu_rmsnorm(ctx, a->xn, a->x, a->norm, n, (int)cols, a->eps, a->plus_one);
+        x = a->xn;
+    } else if (a->pre == TQ_BE_PRE_SILU || a->pre == TQ_BE_PRE_GELU) {
+        const size_t nf = (size_t)n * (size_t)cols;
+        float *h = a->x;
+        if (a->pre == TQ_BE_PRE_GELU)
+            for (size_t i = 0; i < nf; i++)
+                h[i] = gelu_tanh(h[i]) * a->up[i];
+        else
+            for (size_t i = 0; i < nf; i++)
+                h[i] = silu(h[i]) * a->up[i];
+    }
+    if (a->n_out == 1) { /* one product: the single-output kernels */
+        const tq_be_out *o = &a->out[0];
+        const tq_qmat *q = qmat_of(&o->w);
+        if (q) {
+            const tq_qmm_out qo = {q, o->y, o->ldy};
+            tq_qmm_run(m->pool, &qo, 1, x, cols, n, m->act_f32, s->rs.act_a, s->rs.act_k);
+        } else {
+            if (m->mm.needs_xb)
+                tq_mm_round_x(x, cols, n, cols, s->rs.xb);
+            tq_mm_run(&m->mm, m->pool, o->w.w, o->w.rows, cols, x, s->rs.xb, cols, n, o->y,
+                      o->ldy);
+        }
+    } else { /* several products of the same x in one pool job (q/k/v, gate/up) */
+        tq_qmm_out qo[4];
+        tq_mm_out dn[4];
+        int nq = 0, nd = 0;
+        for (int i = 0; i < a->n_out && i < 4; i++) {
+            const tq_be_out *o = &a->out[i];
+            const tq_qmat *q = qmat_of(&o->w);
+            if (q)
+                qo[nq++] = (tq_qmm_out){q, o->y, o->ldy};
+            else
+                dn[nd++] = (tq_mm_out){o->w.w, o->w.rows, o->y, o->ldy};
+        }
+        if (nq)
+            tq_qmm_run(m->pool, qo, nq, x, cols, n, m->act_f32, s->rs.act_a, s->rs.act_k);
+        if (nd) {
+            if (m->mm.needs_xb)
+                tq_mm_round_x(x, cols, n, cols, s->rs.xb);
+            tq_mm_run_multi(&m->mm, m->pool, dn, nd, cols, x, s->rs.xb, cols, n);
+        }
+    }
+    if (a->res) {
+        const tq_be_out *o = &a->out[0];
+        const int64_t rows = o->w.rows;
+        for (int64_t t = 0; t < n; t++) {
+            float *y = o->y + t * o->ldy, *r = a->res + t * rows;
+            if (a->post_norm)
+                rmsnorm1(y, y, a->post_norm, (int)rows, a->eps, a->plus_one);
+            for (int64_t i = 0; i < rows; i++)
+                r[i] += y[i];
+        }
+    }
+    return TQ_OK;
+}
+
+static void cpu_bias(void *ctx, float *y, const float *b, int64_t n, int width)
+{
+    for (int64_t t = 0; t < n; t++)
+        for (int i = 0; i < width; i++)
+            y[t * width + i] += b[i];
+}
+
+static tq_status cpu_attend(void *ctx, void *kvp, int il, int64_t pos0, const float *k,
+                            const float *v, const float *q, int64_t n, float *out)
+{
+    tq_session *s = ctx;
+    tq_kvcache *kv = kvp;
+    tq_status st = kv->ops->append(kv, il, pos0, k, v, n);
+    if (st)
+        return st;
+    kv->ops->attend(kv, il, q, n, pos0, out, s->m->pool);
+    return TQ_OK;
+}
+
+static void cpu_softcap(void *ctx, float *y, int64_t n, float c)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = c * tanhf(y[i] / c);
+}
+
+const tq_backend tq_backend_cpu = {
+    .name = "cpu",
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .bias = cpu_bias,
+    .rope = cpu_rope,
+    .attend = cpu_attend,
+    .softcap = cpu_softcap,
+};

@@ -1,0 +1,308 @@
+/* session_cuda.c -- tq_cuda_session (include/turboquant/cuda.h): the one forward (forward.c) on
+ * the CUDA backend (cuda/backend_cuda.h). Creation copies the CPU engine's loaded model to the
+ * device (bf16 matrices, f32 norms, biases and RoPE tables) into a tq_fwd_weights of device
+ * pointers, makes one device KV cache per layer and device run-state buffers for a chunk of
+ * tokens; eval runs tq_forward_run() chunk by chunk. Every architecture the CPU forward runs is
+ * run here; refused by name: weights that are not bf16 (f32/f16, native block formats) and a
+ * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
+ * whole context; with n_ctx <= window that is the same attention). Builds without CUDA get
+ * TQ_E_UNSUPPORTED from the backend. */
+#include <string.h>
+
+#include "cuda/backend_cuda.h"
+#include "model/engine.h"
+
+struct tq_cuda_session {
+    tqc_be *be;
+    tq_model_config cfg;
+    tq_fwd_weights fw;        /* device pointers                                       */
+    tq_layer_weights *layers; /* [n_layers] host array of device pointers              */
+    void **bufs;              /* every device allocation, for free                     */
+    int n_bufs, cap_bufs;
+    tq_cuda_kv **kv;          /* [n_layers]                                            */
+    tq_run_state rs;          /* device buffers for `chunk` tokens                     */
+    float *logits;            /* (vocab) device                                        */
+    int chunk;
+    int64_t n_past, n_ctx;
+    size_t weight_bytes, kv_bytes;
+};
+
+static tq_status dalloc(tq_cuda_session *s, void **p, size_t bytes, size_t *count)
+{
+    if (s->n_bufs == s->cap_bufs) {
+        const int cap = s->cap_bufs ? 2 * s->cap_bufs : 64;
+        void **nb = tq_calloc((size_t)cap, sizeof(void *));
+        if (!nb)
+            return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
+        if (s->n_bufs)
+            memcpy(nb, s->bufs, (size_t)s->n_bufs * sizeof(void *));
+        tq_free(s->bufs);
+        s->bufs = nb;
+        s->cap_bufs = cap;
+    }
+    tq_status st = tqc_be_alloc(s->be, p, bytes, count);
+    if (st == TQ_OK)
+        s->bufs[s->n_bufs++] = *p;
+    return st;
+}
+
+/* device copy of a host array (NULL stays NULL) */
+static tq_status up(tq_cuda_session *s, const void *src, size_t bytes, void *dst_ptr)
+{
+    void **dst = dst_ptr;
+    *dst = NULL;
+    if (!src)
+        return TQ_OK;
+    tq_status st = dalloc(s, dst, bytes, &s->weight_bytes);
+    return st ? st : tqc_be_upload(s->be, *dst, src, bytes);
+}
+
+void tq_cuda_session_free(tq_cuda_session *s)
+{
+    if (!s)
+        return;
+    if (s->be)
+        tqc_be_sync(s->be);
+    if (s->kv) {
+        for (int il = 0; il < s->cfg.n_layers; il++)
+            if (s->kv[il]) {
+                tqc_be_bind_kv(s->be, s->kv[il], 0);
+                tq_cuda_kv_free(s->kv[il]);
+            }
+        tq_free(s->kv);
+    }
+    for (int i = 0; i < s->n_bufs; i++)
+        tqc_be_dfree(s->bufs[i]);
+    tq_free(s->bufs);
+    tq_free(s->layers);
+    tqc_be_free(s->be);
+    tq_free(s);
+}
+
+static const char *refusal(const tq_model *m, int64_t n_ctx, char *buf, size_t cap)
+{
+    const tq_model_config *c = &m->cfg;
+    if (m->native) {
+        snprintf(buf, cap, "native block weights (%s); load it with --weights bf16 "
+                 "(tq_model_opts.weight_store = TQ_STORE_DEQUANT)", m->kernels);
+        return buf;
+    }
+    if (m->wtype != TQ_DTYPE_BF16) {
+        snprintf(buf, cap, "%s weights; the GPU forward takes BF16 (tq_model_opts.weight_type = "
+                 "TQ_DTYPE_BF16, the default)", m->wtype == TQ_DTYPE_F32 ? "F32" : "F16");
+        return buf;
+    }
+    if (c->n_heads % c->n_kv_heads) {
+        snprintf(buf, cap, "n_heads %d not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
+        return buf;
+    }
+    for (int il = 0; il < c->n_layers; il++)
+        if (tq_model_config_layer_is_sliding(c, il) && c->sliding_window > 0 &&
+            c->sliding_window < n_ctx) {
+            snprintf(buf, cap, "sliding-window attention (layer %d: window %d < n_ctx %lld): the "
+                     "device cache attends over the whole context; use n_ctx <= %d", il,
+                     c->sliding_window, (long long)n_ctx, c->sliding_window);
+            return buf;
+        }
+    return NULL;
+}
+
+tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_ctx,
+                                 tq_cuda_session **out)
+{
+    if (!out)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_create: NULL out");
+    *out = NULL;
+    if (!m)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_create: NULL model");
+    if (n_ctx < 1 || n_ctx > ((int64_t)1 << 31))
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_create: n_ctx %lld (valid: 1..2^31)",
+                       (long long)n_ctx);
+    if (tq_cuda_available() < 1)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_create: no CUDA device");
+    const tq_model_config *c = &m->cfg;
+    char why[384];
+    if (refusal(m, n_ctx, why, sizeof(why)))
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_create: %s: %s model: the GPU forward "
+                       "does not run %s", m->path ? m->path : "model",
+                       m->info.arch_name ? m->info.arch_name : "this", why);
+    tq_status st = tq_cuda_kv_supported(kv, c->head_dim);
+    if (st)
+        return st;
+    tq_cuda_session *s = tq_calloc(1, sizeof(*s));
+    if (!s)
+        return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
+    s->cfg = *c;
+    s->n_ctx = n_ctx;
+    const int group = c->n_heads / c->n_kv_heads;
+    s->chunk = 64 / group < 1 ? 1 : 64 / group; /* the attention kernel's rows per pass */
+    const size_t dim = c->hidden, qd = (size_t)c->n_heads * c->head_dim,
+                 kvd = (size_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden, C = s->chunk;
+    size_t mx = dim > qd ? dim : qd;
+    mx = mx > ffn ? mx : ffn;
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if ((st = (x)) != TQ_OK)                                                                   \
+            goto fail;                                                                             \
+    } while (0)
+    TRY(tqc_be_create(s->chunk, (int64_t)mx, c->n_heads, m->attn_scale, &s->be));
+    if (!(s->layers = tq_calloc((size_t)c->n_layers, sizeof(*s->layers))) ||
+        !(s->kv = tq_calloc((size_t)c->n_layers, sizeof(*s->kv)))) {
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
+        goto fail;
+    }
+    const size_t vb = (size_t)c->vocab * dim * 2;
+    void *embed = NULL, *lm_head = NULL;
+    float *fnorm = NULL, *ifr = NULL, *ifl = NULL;
+    TRY(up(s, m->embed, vb, &embed));
+    if (m->lm_head == m->embed)
+        lm_head = embed;
+    else
+        TRY(up(s, m->lm_head, vb, &lm_head));
+    TRY(up(s, m->final_norm, dim * 4, &fnorm));
+    TRY(up(s, m->inv_freq, (size_t)c->rope_dim / 2 * 4, &ifr));
+    if (m->inv_freq_local == m->inv_freq)
+        ifl = ifr;
+    else
+        TRY(up(s, m->inv_freq_local, (size_t)c->rope_dim / 2 * 4, &ifl));
+    for (int il = 0; il < c->n_layers; il++) {
+        const tq_layer_weights *w = &m->layers[il];
+        tq_layer_weights *d = &s->layers[il];
+        TRY(up(s, w->attn_norm, dim * 4, &d->attn_norm));
+        TRY(up(s, w->ffn_norm, dim * 4, &d->ffn_norm));
+        TRY(up(s, w->post_attn_norm, dim * 4, &d->post_attn_norm));
+        TRY(up(s, w->post_ffn_norm, dim * 4, &d->post_ffn_norm));
+        TRY(up(s, w->q_norm, (size_t)c->head_dim * 4, &d->q_norm));
+        TRY(up(s, w->k_norm, (size_t)c->head_dim * 4, &d->k_norm));
+        TRY(up(s, w->bq, qd * 4, &d->bq));
+        TRY(up(s, w->bk, kvd * 4, &d->bk));
+        TRY(up(s, w->bv, kvd * 4, &d->bv));
+        TRY(up(s, w->wq, qd * dim * 2, &d->wq));
+        TRY(up(s, w->wk, kvd * dim * 2, &d->wk));
+        TRY(up(s, w->wv, kvd * dim * 2, &d->wv));
+        TRY(up(s, w->wo, dim * qd * 2, &d->wo));
+        TRY(up(s, w->w_gate, ffn * dim * 2, &d->w_gate));
+        TRY(up(s, w->w_up, ffn * dim * 2, &d->w_up));
+        TRY(up(s, w->w_down, dim * ffn * 2, &d->w_down));
+        /* as the CPU engine: a turbo cache keeps sliding-window layers in bf16 */
+        tq_kv_scheme ls = kv;
+        if (kv.kind == TQ_KV_TURBO && tq_model_config_layer_is_sliding(c, il))
+            ls = (tq_kv_scheme){.kind = TQ_KV_BF16};
+        TRY(tq_cuda_kv_create(ls, c->head_dim, c->n_kv_heads, n_ctx, 1, &s->kv[il]));
+        tqc_be_bind_kv(s->be, s->kv[il], 1);
+        s->kv_bytes += tqc_be_kv_bytes(s->kv[il]);
+    }
+    s->fw = (tq_fwd_weights){&s->cfg, TQ_DTYPE_BF16, s->layers, embed, lm_head, NULL, NULL,
+                             fnorm, ifr, ifl};
+    {
+        tq_run_state *r = &s->rs;
+        r->nb = s->chunk;
+        float **bp[] = {&r->x, &r->xn, &r->q, &r->k, &r->v, &r->att, &r->h1, &r->h2, &s->logits};
+        const size_t bsz[] = {C * dim, C * mx, C * qd, C * kvd, C * kvd, C * qd, C * ffn, C * ffn,
+                              (size_t)c->vocab * C};
+        for (int i = 0; i < (int)(sizeof(bsz) / sizeof(bsz[0])); i++)
+            TRY(dalloc(s, (void **)bp[i], bsz[i] * 4, NULL));
+    }
+#undef TRY
+    *out = s;
+    return TQ_OK;
+fail:
+    tq_cuda_session_free(s);
+    return st;
+}
+
+tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n,
+                               float *logits_last)
+{
+    if (!s || !tokens)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval: NULL %s", !s ? "session" : "tokens");
+    if (n < 1)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval: n = %lld tokens (need >= 1)", (long long)n);
+    if (s->n_past + n > s->n_ctx)
+        return TQ_FAIL(TQ_E_OVERFLOW, "tq_cuda_session_eval: %lld + %lld tokens exceed n_ctx %lld "
+                       "(%lld fit)", (long long)s->n_past, (long long)n, (long long)s->n_ctx,
+                       (long long)(s->n_ctx - s->n_past));
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->cfg.vocab)
+            return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval: token %lld is %d (valid: 0..%d)",
+                           (long long)i, (int)tokens[i], s->cfg.vocab - 1);
+    for (int64_t t0 = 0; t0 < n; t0 += s->chunk) {
+        const int k = (int)(n - t0 < s->chunk ? n - t0 : s->chunk);
+        const int last = t0 + k == n && logits_last;
+        const tq_fwd_item it = {s->kv, s->n_past, tokens + t0, k};
+        tq_status st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, &it, 1,
+                                      last ? s->logits : NULL, 0);
+        if (st == TQ_OK)
+            st = tqc_be_status(s->be);
+        if (st != TQ_OK)
+            return st;
+        s->n_past += k;
+    }
+    if (logits_last)
+        return tqc_be_download(s->be, logits_last, s->logits, (size_t)s->cfg.vocab * 4);
+    return TQ_OK;
+}
+
+int64_t tq_cuda_session_n_past(const tq_cuda_session *s)
+{
+    return s ? s->n_past : 0;
+}
+
+void tq_cuda_session_reset(tq_cuda_session *s)
+{
+    if (!s)
+        return;
+    tqc_be_sync(s->be);
+    for (int il = 0; il < s->cfg.n_layers; il++)
+        tq_cuda_kv_set_length(s->kv[il], 0);
+    s->n_past = 0;
+}
+
+tq_status tq_cuda_session_sync(tq_cuda_session *s)
+{
+    if (!s)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_sync: NULL session");
+    return tqc_be_sync(s->be);
+}
+
+tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o)
+{
+    if (!s || !o)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_set_opts: NULL %s", !s ? "session" : "options");
+    for (int il = 0; il < s->cfg.n_layers; il++) {
+        const tq_status st = tq_cuda_kv_set_opts(s->kv[il], &o->kv);
+        if (st != TQ_OK)
+            return st;
+    }
+    tqc_be_set_gemv(s->be, !o->no_gemv);
+    return TQ_OK;
+}
+
+tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv)
+{
+    if (!s)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_bytes: NULL session");
+    if (weights)
+        *weights = s->weight_bytes;
+    if (kv)
+        *kv = s->kv_bytes;
+    return TQ_OK;
+}
+
+tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, const float **q_last,
+                                const float **att_last)
+{
+    if (!s || il < 0 || il >= s->cfg.n_layers)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_debug: %s",
+                       !s ? "NULL session" : "layer out of range");
+    tq_status st = tqc_be_sync(s->be);
+    if (st)
+        return st;
+    if (kv)
+        *kv = s->kv[il];
+    if (q_last)
+        *q_last = s->rs.q;
+    if (att_last)
+        *att_last = s->rs.att;
+    return TQ_OK;
+}
