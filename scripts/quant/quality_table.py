@@ -9,7 +9,8 @@ For each model (default: SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from
       MLX refuses gemma3, whose GGUF norms are stored as 1 + w);
     tq GGUF Q8_0/Q6_K/Q5_K/Q4_K/Q4_0 without and with --rotate;
     llama.cpp's llama-quantize (same types, no imatrix) as the peer;
-  each scored by `tq kl --teacher-dump DUMP -m CANDIDATE --weights f32`: the candidate's weights
+  each scored by `tq kl --teacher-dump DUMP -m CANDIDATE --weights f32` (MLX directories written
+  from a GGUF have no tokenizer files: `--tokenizer` names the teacher GGUF's): the candidate's weights
   as its file defines them, dequantized to f32 at load (no int8-activation error), f32 KV.
 Columns: bits per weight (file bytes * 8 / parameters of the F32 model), file size, KL mean /
 p99 against the teacher, top-1, perplexity on the scored positions (second half of each window)
@@ -131,7 +132,8 @@ def main():
                 j = p + f".{tk}_{chunks}.json"
                 if not os.path.exists(j) and not run(
                         nice + [a.tq, "kl", "--teacher-dump", dump, "-m", p, "--weights", "f32", "-t",
-                                str(a.threads), "--json", j], j + ".log"):
+                                str(a.threads), "--json", j]
+                        + (["--tokenizer", f32] if grp == "affine" else []), j + ".log"):
                     continue
                 r = json.load(open(j))
                 s = r["schemes"][0]
