@@ -10,3 +10,10 @@ set_tests_properties(test_quant_gate PROPERTIES SKIP_RETURN_CODE 77)
 # reference for every bits/group/scale dtype, tiny models (hand-made with per-module overrides,
 # and written by tq quantize --format mlx) vs their dequantized f32 copies, the refusals.
 tq_test(test_mlx_load LABELS fast)
+# The MLX affine rows of the format table and their matvec kernels: block layout vs file
+# layout, scalar vs the specification, every SIMD table vs scalar (bit for bit).
+tq_test(test_qdot_affine LABELS fast)
+# Stock mlx-lm loads tq's MLX output of SmolLM2 (4-bit g64, plain and rotated) and its logits
+# match tq's engine on the same files (label model: needs models/ and python3 with mlx + mlx-lm;
+# skips otherwise). Peer runner: scripts/quant/mlx_lm_logits.py.
+tq_test(test_mlx_lm LABELS model TIMEOUT 900)

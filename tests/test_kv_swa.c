@@ -184,7 +184,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < T_ALL; i++)
         tok[i] = 3 + rand() % (g_vocab - 3);
     static const char *const schemes[] = {"f32", "f16", "bf16", "kv8", "kv4", "turbo",
-                                          "turbo:k4v3+rk", "rot:q8_0/q4_0", "rot:l64g64/l22g64"};
+                                          "turbo:k4v3+rk", "turbo+sq", "rot:q8_0/q4_0", "rot:l64g64/l22g64"};
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
         check_scheme(schemes[i], TQ_TURBO_ATTN_FUSED, tok);
     check_scheme("turbo", TQ_TURBO_ATTN_REF, tok);

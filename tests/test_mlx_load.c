@@ -294,7 +294,7 @@ out:
 static const int32_t prompt[] = {1, 17, 200, 3, 99, 45, 45, 128, 7, 250, 11, 64, 33, 2, 180, 90};
 #define NTOK ((int)(sizeof(prompt) / sizeof(prompt[0])))
 
-static int logits_of(const char *dir, int store, float *out)
+static int logits_of(const char *dir, int store, float *out, char *kernels, size_t kcap)
 {
     tq_model_opts mo;
     tq_model_opts_default(&mo);
@@ -306,6 +306,10 @@ static int logits_of(const char *dir, int store, float *out)
         printf("load %s: %s\n", dir, tq_last_error());
         return -1;
     }
+    tq_model_info info;
+    tq_model_get_info(m, &info);
+    if (kernels)
+        snprintf(kernels, kcap, "%s", info.native ? info.native_kernels : "");
     tq_session_opts so;
     tq_session_opts_default(&so);
     tq_kv_scheme_parse("f32", &so.kv);
@@ -321,23 +325,48 @@ static int logits_of(const char *dir, int store, float *out)
     return st ? -1 : 0;
 }
 
-static void check_pair(const char *tag, const char *mlx, const char *ref)
+/* dequantized at load: bit-identical to the f32 reference; native (BF16 scales): the same
+ * weights in another summation order, NMSE <= 1e-10 per position and the same argmax */
+static void check_pair(const char *tag, const char *mlx, const char *ref, int native)
 {
     float *a = malloc(sizeof(float) * NTOK * 256), *b = malloc(sizeof(float) * NTOK * 256);
-    const int ok = logits_of(mlx, TQ_STORE_AUTO, a) == 0 && logits_of(ref, TQ_STORE_AUTO, b) == 0;
+    float *c = malloc(sizeof(float) * NTOK * 256);
+    char kn[256] = "";
+    const int ok = logits_of(mlx, TQ_STORE_DEQUANT, a, NULL, 0) == 0 &&
+                   logits_of(ref, TQ_STORE_AUTO, b, NULL, 0) == 0 &&
+                   logits_of(mlx, TQ_STORE_AUTO, c, kn, sizeof(kn)) == 0;
     CHECK(ok, "%s: both load and run", tag);
     if (ok) {
         int same = !memcmp(a, b, sizeof(float) * NTOK * 256);
-        double md = 0;
+        double md = 0, worst = 0;
+        int amax = 1;
         for (int i = 0; i < NTOK * 256; i++)
             md = fmax(md, fabs((double)a[i] - b[i]));
-        CHECK(same, "%s: MLX logits differ from the dequantized reference (max |diff| %g)", tag,
-              md);
-        printf("%-34s logits vs dequantized f32 reference: %s\n", tag,
-               same ? "bit-identical" : "DIFFER");
+        for (int t = 0; t < NTOK; t++) {
+            double num = 0, den = 0;
+            int ib = 0, ic = 0;
+            for (int v = 0; v < 256; v++) {
+                const double d = (double)c[t * 256 + v] - b[t * 256 + v];
+                num += d * d;
+                den += (double)b[t * 256 + v] * b[t * 256 + v];
+                ib = b[t * 256 + v] > b[t * 256 + ib] ? v : ib;
+                ic = c[t * 256 + v] > c[t * 256 + ic] ? v : ic;
+            }
+            worst = fmax(worst, num / den);
+            amax &= ib == ic;
+        }
+        CHECK(same, "%s: MLX logits (dequantized at load) differ from the dequantized reference "
+              "(max |diff| %g)", tag, md);
+        CHECK(worst <= 1e-10 && amax, "%s: native logits NMSE %.3g (<= 1e-10), argmax same %d",
+              tag, worst, amax);
+        CHECK(native == (kn[0] != 0) && (!native || strstr(kn, "MLX")),
+              "%s: native kernels '%s' (expected %s)", tag, kn, native ? "MLX rows" : "none");
+        printf("%-34s dequant-at-load: %s; native [%s]: NMSE %.2g\n", tag,
+               same ? "bit-identical" : "DIFFER", kn, worst);
     }
     free(a);
     free(b);
+    free(c);
 }
 
 static void check_handmade(void)
@@ -364,7 +393,7 @@ static void check_handmade(void)
         CHECK(st == TQ_OK, "%s: write mixed dirs: %s", archs[a], tq_last_error());
         snprintf(tag, sizeof(tag), "%s mixed bits/groups", archs[a]);
         if (!st)
-            check_pair(tag, out, ref);
+            check_pair(tag, out, ref, 1);
         for (int b = 0; b < 6; b++) {
             dir_spec u = {.bits = bitsv[b], .group = 32, .sdtype = dts[(a + b) % 3],
                           .quant_embed = b % 2};
@@ -375,7 +404,7 @@ static void check_handmade(void)
             snprintf(tag, sizeof(tag), "%s %d-bit g32 %s%s", archs[a], bitsv[b],
                      tq_st_dtype_name(u.sdtype), u.quant_embed ? " +embed" : "");
             if (!st)
-                check_pair(tag, out, ref);
+                check_pair(tag, out, ref, u.sdtype == TQ_ST_BF16);
         }
     }
     /* the info names the MLX type */
@@ -472,7 +501,7 @@ static void check_tq_written(void)
         snprintf(tag, sizeof(tag), "tq quantize qwen3 %d-bit g32%s", bitsv[b],
                  o.rotate ? " rot" : "");
         if (!st)
-            check_pair(tag, out, ref);
+            check_pair(tag, out, ref, 1);
     }
 }
 

@@ -272,8 +272,41 @@ static void check_gguf(void)
     st = quantize("tests/data/tiny/llama", out, TQ_QFORMAT_GGUF, TQ_GGML_Q8_0, 0, 0, 0);
     CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "GGUF source"), "st -> gguf: %s",
           tq_last_error());
-    st = quantize(src, out, TQ_QFORMAT_SAFETENSORS, TQ_GGML_F32, 0, 0, 0);
-    CHECK(st == TQ_E_UNSUPPORTED, "gguf -> safetensors refused: %s", tq_last_error());
+    {
+        /* GGUF -> safetensors / MLX: Hugging Face names, q/k rows un-permuted, config.json from
+         * the GGUF's config: the f32 copy gives the GGUF's logits (rotated too), the MLX copy
+         * of the rotated Q4_0 source (--dequantize-source) runs */
+        char hf[512];
+        float *la = malloc(sizeof(float) * NTOK * 256), *lb = malloc(sizeof(float) * NTOK * 256);
+        int Va = 0, Vb = 0, same = 0;
+        CHECK(logits_of(src, prompt, NTOK, la, &Va) == 0, "gguf logits");
+        for (int rot = 0; rot < 2; rot++) {
+            snprintf(hf, sizeof(hf), "%s/from_gguf_%d", base, rot);
+            st = quantize(src, hf, TQ_QFORMAT_SAFETENSORS, TQ_GGML_F32, rot, 0, 0);
+            CHECK(st == TQ_OK, "gguf -> safetensors (rotate %d): %s", rot, tq_last_error());
+            CHECK(!st && logits_of(hf, prompt, NTOK, lb, &Vb) == 0 && Vb == Va,
+                  "gguf -> safetensors loads");
+            const double e = worst_nmse(la, lb, NTOK, Va, &same);
+            printf("gguf -> safetensors f32%s: worst NMSE %.3g, argmax same %d\n",
+                   rot ? " rotated" : "", e, same);
+            CHECK(e <= (rot ? 1e-9 : 1e-12) && same, "gguf -> safetensors NMSE %.3g", e);
+        }
+        snprintf(hf, sizeof(hf), "%s/from_gguf_mlx", base);
+        tq_quantize_opts o;
+        tq_quantize_opts_default(&o);
+        o.src = q4;
+        o.out = hf;
+        o.format = TQ_QFORMAT_MLX;
+        o.bits = 8;
+        o.group = 32;
+        o.rotate = 1;
+        o.dequantize_source = 1;
+        tq_quantize_result r;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "gguf -> mlx: %s", tq_last_error());
+        CHECK(logits_of(hf, prompt, NTOK, lb, &Vb) == 0 && Vb == Va, "gguf -> mlx loads");
+        free(la);
+        free(lb);
+    }
     /* unknown architecture, by name */
     st = quantize("tests/data/io/other_arch.gguf", out, TQ_QFORMAT_GGUF, TQ_GGML_Q8_0, 0, 0, 0);
     CHECK(st != TQ_OK && strstr(tq_last_error(), "not supported"), "unknown arch: %s",

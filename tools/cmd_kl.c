@@ -9,6 +9,7 @@ static void usage(void)
     printf("usage: tq kl [-m MODEL] -f TEXT --kv S[,S...] [--teacher T] [--ctx N] [--chunks N]\n"
            "             [-t N] [--weights W] [--json F]\n"
            "       tq kl --teacher-dump DUMP -m CANDIDATE [--kv S[,S...]] [-f TEXT] [-t N]\n"
+           "             [--tokenizer T]\n"
            "             [--weights W] [--json F]\n\n"
            "Teacher-forced KL: every window of TEXT goes through a cache of scheme T (default\n"
            "f32) and through one cache per scheme S; at every scored position (second half of the\n"
@@ -28,7 +29,10 @@ static void usage(void)
            "  --teacher-dump DUMP  score against a dump of `tq teacher` instead of running a\n"
            "                teacher: windows, ctx and tokens come from DUMP; --kv defaults to f32;\n"
            "                -f TEXT (optional) must be the text the dump was made from; KL over\n"
-           "                the teacher's top-K tokens + one bucket for the rest\n",
+           "                the teacher's top-K tokens + one bucket for the rest\n"
+           "  --tokenizer T  with --teacher-dump: take the candidate's tokenizer (checked\n"
+           "                against the dump's) from T (a .gguf or tokenizer.json), for a\n"
+           "                directory without one (an MLX directory written from a GGUF)\n",
            EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
 }
 
@@ -62,6 +66,8 @@ int cmd_kl(int argc, char **argv)
             window_flags = 1;
         if (!r && !strcmp(a, "--teacher-dump"))
             dump = v;
+        else if (!r && !strcmp(a, "--tokenizer"))
+            e.tokenizer = v;
         else if (!r && !strcmp(a, "--teacher"))
             teach = v;
         else if (!r && !strcmp(a, "--kv")) {

@@ -126,7 +126,7 @@ int teacher_kl(const char *cmd, const eval_args *e, const char *dump, const tq_k
         const tq_status st = tq_model_load(e->model, &mo, &m);
         if (st)
             return cli_error(cmd, st, "cannot load model '%s'", e->model);
-        if ((rc = eval_tokenizer_fp(cmd, e->model, &tok_fp))) {
+        if ((rc = eval_tokenizer_fp(cmd, e->tokenizer ? e->tokenizer : e->model, &tok_fp))) {
             tq_model_free(m);
             return rc;
         }

@@ -48,7 +48,9 @@ typedef enum tq_kv_code {
 #define TQ_KV_FLAG_ROTK 0x100u  /* "+rk": keys Hadamard-rotated at encode, queries at attention   */
 #define TQ_KV_FLAG_EDGE8 0x200u /* first and last layer stored as turbo:k8v8; measured, did not
                                  * earn a scheme name (not parsed; docs/results.md)            */
-#define TQ_KV_FLAGS_ALL 0x300u
+#define TQ_KV_FLAG_SWAQ 0x400u  /* "+sq": sliding-window layers quantized with the scheme too
+                                 * (default: kept bf16, within their window)                  */
+#define TQ_KV_FLAGS_ALL 0x700u
 typedef struct tq_kv_scheme {
     tq_kv_kind kind;
     int k_bits;

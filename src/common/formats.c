@@ -273,7 +273,9 @@ const char *tq_format_list(char *buf, size_t cap, int (*want)(const tq_format *f
         return buf;
     buf[0] = 0;
     for (int i = 0; i < N_ROWS; i++) {
-        if (!(want ? want(&rows[i]) : tq_format_runnable(&rows[i])))
+        /* the default list names GGUF types (for messages about files): not the MLX rows */
+        const int mlx = rows[i].id >= TQ_FMT_MLX_AFFINE && rows[i].id < TQ_FMT_MLX_AFFINE + 18;
+        if (!(want ? want(&rows[i]) : tq_format_runnable(&rows[i]) && !mlx))
             continue;
         const size_t len = strlen(rows[i].name) + (pos ? 1 : 0);
         if (pos + len + 1 > cap)

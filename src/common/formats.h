@@ -25,10 +25,42 @@
 /* tq-only format ids (after the ggml ids, which stop below TQ_GGML_TYPE_LIMIT = 64). */
 enum {
     TQ_FMT_IQ4_NL = 20,     /* ggml's id; reserved: the quantize work may add its row   */
-    TQ_FMT_MLX_AFFINE = 64, /* reserved: MLX affine (bits 2..8, groups 32/64/128)       */
+    TQ_FMT_MLX_AFFINE = 64, /* MLX affine: 64 + 3 * bits index + group index, 18 ids   */
     TQ_FMT_TEST_DUMMY = 63, /* used only by tests/test_formats.c (TQ_TEST_DUMMY_FORMAT) */
-    TQ_FMT_LIMIT = 72       /* ids at or above are unknown                              */
+    TQ_FMT_LIMIT = 96       /* ids at or above are unknown                              */
 };
+
+/* MLX affine in memory (src/common/affine_ref.c, docs/FORMAT.md "MLX affine"): one block per group
+ * of G values of a row: bf16 scale, bf16 bias, then the G codes (G * bits / 8 bytes: the group's
+ * slice of the row's little-endian bit stream, exactly as in the file's uint32 words); value =
+ * scale * (float)q + bias in f32 (no FMA). Bits 2 3 4 5 6 8 (index 0..5) x group 32 64 128
+ * (index 0..2). tq_fmt_mlx_id() -- the id of (bits, group), -1 if none. */
+static inline int tq_fmt_mlx_id(int bits, int group)
+{
+    const int bi = bits == 8 ? 5 : bits >= 2 && bits <= 6 ? bits - 2 : -1;
+    const int gi = group == 32 ? 0 : group == 64 ? 1 : group == 128 ? 2 : -1;
+    return bi < 0 || gi < 0 ? -1 : TQ_FMT_MLX_AFFINE + 3 * bi + gi;
+}
+#define TQ_MLX_BLOCK_BYTES(bits, group) (4 + (group) * (bits) / 8)
+#define TQ_FMT_MLX_ID(b, g)                                                                        \
+    (TQ_FMT_MLX_AFFINE + 3 * ((b) == 8 ? 5 : (b) - 2) + ((g) == 32 ? 0 : (g) == 64 ? 1 : 2))
+#define TQ_MLX_ROW(X, b, g)                                                                        \
+    X(TQ_FMT_MLX_ID(b, g), "MLX" #b "g" #g, g, TQ_MLX_BLOCK_BYTES(b, g), TQ_ACT_Q8A,              \
+      tq_dq_mlx_##b##_##g, NULL)
+#define TQ_MLX_ROWS_B(X, b) TQ_MLX_ROW(X, b, 32) TQ_MLX_ROW(X, b, 64) TQ_MLX_ROW(X, b, 128)
+#define TQ_FORMAT_ROWS_MLX(X)                                                                      \
+    TQ_MLX_ROWS_B(X, 2) TQ_MLX_ROWS_B(X, 3) TQ_MLX_ROWS_B(X, 4) TQ_MLX_ROWS_B(X, 5)               \
+    TQ_MLX_ROWS_B(X, 6) TQ_MLX_ROWS_B(X, 8)
+#define TQ_MLX_DQ_DECL(b, g) void tq_dq_mlx_##b##_##g(const void *src, float *y, int64_t n);
+#define TQ_MLX_DQ_DECL_B(b) TQ_MLX_DQ_DECL(b, 32) TQ_MLX_DQ_DECL(b, 64) TQ_MLX_DQ_DECL(b, 128)
+TQ_MLX_DQ_DECL_B(2)
+TQ_MLX_DQ_DECL_B(3)
+TQ_MLX_DQ_DECL_B(4)
+TQ_MLX_DQ_DECL_B(5)
+TQ_MLX_DQ_DECL_B(6)
+TQ_MLX_DQ_DECL_B(8)
+/* tq_dq_mlx() -- the reference of every MLX row: n values (n % group == 0) of blocks. */
+void tq_dq_mlx(const void *src, float *y, int64_t n, int bits, int group);
 
 /* Activation blocks of the q8 dot paths (cpu/qdot.h): none, tq_q8a (32), tq_q8k (256). */
 typedef enum tq_fmt_act { TQ_ACT_NONE = 0, TQ_ACT_Q8A = 1, TQ_ACT_Q8K = 2 } tq_fmt_act;
@@ -95,7 +127,8 @@ typedef struct tq_format {
     X(TQ_GGML_I16, "I16", 1, 2, TQ_ACT_NONE, NULL, NULL)                                           \
     X(TQ_GGML_I32, "I32", 1, 4, TQ_ACT_NONE, NULL, NULL)                                           \
     X(TQ_GGML_I64, "I64", 1, 8, TQ_ACT_NONE, NULL, NULL)                                           \
-    X(TQ_GGML_F64, "F64", 1, 8, TQ_ACT_NONE, NULL, NULL)
+    X(TQ_GGML_F64, "F64", 1, 8, TQ_ACT_NONE, NULL, NULL)                                           \
+    TQ_FORMAT_ROWS_MLX(X)
 
 /* The scalar references of the rows (formats.c). */
 void tq_dq_f32(const void *src, float *y, int64_t n);
@@ -120,7 +153,7 @@ const tq_format *tq_format_get(int id);
 int tq_format_count(void);
 const tq_format *tq_format_at(int i);
 /* tq_format_list() -- the names of the rows that pass `want` (NULL: every row with a dequant
- * reference), space-separated, into buf (always terminated); returns buf. For messages. */
+ * reference but the MLX ones, i.e. the GGUF types we run), space-separated, into buf (always terminated); returns buf. For messages. */
 const char *tq_format_list(char *buf, size_t cap, int (*want)(const tq_format *f));
 /* tq_format_runnable() -- 1 if the engine runs the format (it has a dequant reference). */
 int tq_format_runnable(const tq_format *f);

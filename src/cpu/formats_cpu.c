@@ -3,6 +3,7 @@
 
 #include "cpu/formats_cpu.h"
 #include "cpu/qdot.h"
+#include "cpu/qdot_affine.h"
 
 tq_dequant_fn tq_cpu_dequant_kernel(tq_isa isa, int id)
 {
@@ -44,6 +45,7 @@ static void fill(void)
             if (tabs[t]->gemm_f32[id])
                 k.gemm_f32 = tabs[t]->gemm_f32[id];
         }
+        tq_affine_register(isa, id, &k); /* the MLX affine rows (cpu/qdot_affine.h) */
         tq_format_set_kernels(id, &k);
     }
 }

@@ -24,6 +24,8 @@ struct tqc_be {
     int64_t max_cols;
     float scale;
     __nv_bfloat16 *xb; // (max_n, max_cols) bf16 GEMM input
+    float *ys;         // (max_n, max_rows) one GEMM of a job's outputs, before the scatter
+    int64_t max_rows;
     int32_t *tok;      // (max_n) token ids
     tq_status err;     // first failure of a void op
     int gemv;
@@ -250,6 +252,24 @@ __global__ void softcap_kernel(float *y, int64_t n, float c)
         y[i] = c * tanhf(y[i] / c);
 }
 
+// y_i[t * ldy_i + r] = ys[t * R + off_i + r]: the outputs of one GEMM over contiguous weights
+struct scatter_outs {
+    float *y[4];
+    int64_t ldy[4];
+    int off[5]; // off[i] .. off[i + 1]: output i's rows; off[n] = R
+    int n;
+};
+__global__ void scatter_kernel(const float *ys, scatter_outs o)
+{
+    const int t = blockIdx.x, R = o.off[o.n];
+    for (int c = threadIdx.x; c < R; c += blockDim.x) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (j < o.n && c >= o.off[j] && c < o.off[j + 1])
+                o.y[j][(size_t)t * o.ldy[j] + c - o.off[j]] = ys[(size_t)t * R + c];
+    }
+}
+
 tq_status be_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, float scale, float *x)
 {
     tqc_be *b = (tqc_be *)ctx;
@@ -316,6 +336,34 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
         case TQ_BE_PRE_SILU: launch_pre<TQ_BE_PRE_SILU>(b, a, aux); break;
         case TQ_BE_PRE_GELU: launch_pre<TQ_BE_PRE_GELU>(b, a, aux); break;
         default: launch_pre<TQ_BE_PRE_NONE>(b, a, aux); break;
+        }
+        // outputs whose weights follow each other in memory (the session uploads q|k|v and
+        // gate|up that way): one GEMM into ys, one scatter
+        int64_t R = 0;
+        bool one = a->n_out > 1 && !fold;
+        for (int i = 0; i < a->n_out; i++) {
+            const tq_be_out *o = &a->out[i];
+            if (i + 1 < a->n_out && (const char *)o->w.w + o->w.rows * cols * 2 != (const char *)a->out[i + 1].w.w)
+                one = false;
+            R += o->w.rows;
+        }
+        if (one && R <= b->max_rows) {
+            const float alpha = 1.0f, beta = 0.0f;
+            const cublasStatus_t cs =
+                cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)R, n, cols, &alpha, a->out[0].w.w, CUDA_R_16BF,
+                             cols, b->xb, CUDA_R_16BF, cols, &beta, b->ys, CUDA_R_32F, (int)R, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT);
+            if (cs != CUBLAS_STATUS_SUCCESS)
+                return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx (%d x %d x %d): status %d", (int)R, n, cols, (int)cs);
+            scatter_outs so = {};
+            so.n = a->n_out;
+            for (int i = 0; i < a->n_out; i++) {
+                so.y[i] = a->out[i].y;
+                so.ldy[i] = a->out[i].ldy;
+                so.off[i + 1] = so.off[i] + (int)a->out[i].w.rows;
+            }
+            scatter_kernel<<<n, 256, 0, b->stream>>>(b->ys, so);
+            return TQ_OK;
         }
         for (int i = 0; i < a->n_out; i++) {
             const tq_be_out *o = &a->out[i];
@@ -386,6 +434,7 @@ extern "C" void tqc_be_free(tqc_be *b)
     if (b->stream)
         cudaStreamSynchronize(b->stream);
     cudaFree(b->xb);
+    cudaFree(b->ys);
     cudaFree(b->tok);
     if (b->blas)
         cublasDestroy(b->blas);
@@ -394,7 +443,8 @@ extern "C" void tqc_be_free(tqc_be *b)
     tq_free(b);
 }
 
-extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, float attn_scale, tqc_be **out)
+extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows, int n_heads, float attn_scale,
+                                   tqc_be **out)
 {
     *out = NULL;
     tqc_be *b = (tqc_be *)tq_calloc(1, sizeof(*b));
@@ -402,6 +452,7 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, flo
         return TQC_FAIL(TQ_E_NOMEM, "CUDA backend: out of host memory");
     b->max_n = max_n;
     b->max_cols = max_cols;
+    b->max_rows = max_rows;
     b->n_heads = n_heads;
     b->scale = attn_scale;
     b->gemv = 1;
@@ -409,6 +460,8 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, flo
     cudaError_t e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&b->xb, (size_t)max_n * (size_t)max_cols * 2);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&b->ys, (size_t)max_n * (size_t)max_rows * 4);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&b->tok, (size_t)max_n * 4);
     if (e != cudaSuccess)

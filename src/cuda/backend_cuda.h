@@ -19,8 +19,11 @@ typedef struct tqc_be tqc_be;
 extern const tq_backend tq_backend_cuda;
 
 /* tqc_be_create() -- a context for products with up to max_n rows of up to max_cols columns,
- * attention with n_heads query heads and scale attn_scale. */
-tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, float attn_scale, tqc_be **out);
+ * attention with n_heads query heads and scale attn_scale. A prefill job whose outputs' weights
+ * follow each other in memory (q|k|v, gate|up in one allocation) and have at most max_rows rows
+ * together is one GEMM and one scatter kernel. */
+tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows, int n_heads,
+                        float attn_scale, tqc_be **out);
 void tqc_be_free(tqc_be *b);
 /* device memory: alloc (counted in *bytes when not NULL), copy from/to the host on the
  * context's stream (download waits for it), free */

@@ -152,9 +152,10 @@ size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads)
 }
 
 /* the CUDA backend of the one forward (cuda/backend_cuda.h): not available */
-tq_status tqc_be_create(int max_n, int64_t max_cols, int n_heads, float attn_scale, tqc_be **out)
+tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows, int n_heads,
+                        float attn_scale, tqc_be **out)
 {
-    (void)max_n, (void)max_cols, (void)n_heads, (void)attn_scale;
+    (void)max_n, (void)max_cols, (void)max_rows, (void)n_heads, (void)attn_scale;
     *out = NULL;
     return NO_CUDA("tqc_be_create");
 }

@@ -13,6 +13,7 @@
 
 #include "core/half.h"
 #include "io/io_internal.h"
+#include "common/formats.h"
 #include "io/mlx.h"
 
 typedef struct w_entry {
@@ -237,7 +238,9 @@ static tq_status st_entries(tq_weights *w, const char *path, const char *cfg_pat
         int b, g;
         tq_mlx_quant_default(mq, &b, &g);
         tq_log(TQ_LOG_INFO, "%s: %lld MLX affine matrices (%d bits, group %d by default, per "
-               "module from %s); the engine dequantizes them at load", path,
+               "module from %s); the engine keeps those with BF16 scales in their format (native "
+               "kernels) unless --weights f32|f16|bf16 asks to dequantize, and dequantizes the "
+               "others at load", path,
                (long long)w->n_mlx, b, g, cfg_path);
     }
     return TQ_OK;
@@ -450,6 +453,9 @@ tq_status tq_weights_tensor_at(const tq_weights *w, int64_t i, tq_weights_tensor
             tq_st_tensor(w->st, e->mlx_scales, &sc);
             out->src_type = e->mlx_type;
             out->src_nbytes = ti.nbytes + 2 * sc.nbytes;
+            /* BF16 scales: a row of the format table, kept native by the engine */
+            if (sc.dtype == TQ_ST_BF16)
+                out->ggml_type = tq_fmt_mlx_id(e->mlx_bits, e->mlx_group);
         }
     }
     return TQ_OK;
@@ -749,6 +755,53 @@ tq_status tq_weights_read(const tq_weights *w, const char *name, tq_dtype dt, vo
     return st ? st : check_file(w, e);
 }
 
+/* An MLX affine matrix with BF16 scales in the format table's block layout (common/formats.h:
+ * per group bf16 scale | bf16 bias | the group's code bytes as in the file). */
+static tq_status read_mlx_raw(const tq_weights *w, const w_entry *e, int *type, size_t *row_bytes,
+                              void *dst, size_t dst_cap)
+{
+    tq_st_tensor_info ti, sc;
+    tq_st_tensor(w->st, e->src_index, &ti);
+    tq_st_tensor(w->st, e->mlx_scales, &sc);
+    if (sc.dtype != TQ_ST_BF16)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: MLX affine %s has %s scales; kept in its format "
+                       "only with BF16 scales (mlx-lm's default): load with --weights "
+                       "f32|f16|bf16", sc.file, e->name, tq_st_dtype_name(sc.dtype));
+    const int64_t rows = e->shape[0], ng = e->shape[1] / e->mlx_group;
+    const size_t cb = ti.nbytes / (size_t)rows, sb = sc.nbytes / (size_t)rows;
+    const size_t gcb = (size_t)e->mlx_group * (size_t)e->mlx_bits / 8;
+    const size_t rb = (size_t)ng * (4 + gcb);
+    if (dst_cap < rb * (size_t)rows || !dst)
+        return TQ_FAIL(TQ_E_ARG, "weights: '%s' needs %zu bytes, buffer has %zu", e->name,
+                       rb * (size_t)rows, dst_cap);
+    uint8_t *buf = tq_malloc(cb + 2 * sb);
+    if (!buf)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory for a row of %s", e->name);
+    tq_status st = TQ_OK;
+    for (int64_t r = 0; r < rows && !st; r++) {
+        if ((st = tq_st_read_tensor(w->st, e->src_index, (size_t)r * cb, buf, cb)) ||
+            (st = tq_st_read_tensor(w->st, e->mlx_scales, (size_t)r * sb, buf + cb, sb)) ||
+            (st = tq_st_read_tensor(w->st, e->mlx_biases, (size_t)r * sb, buf + cb + sb, sb)))
+            break;
+        uint8_t *o = (uint8_t *)dst + (size_t)r * rb;
+        for (int64_t g = 0; g < ng; g++, o += 4 + gcb) {
+            memcpy(o, buf + cb + 2 * g, 2);
+            memcpy(o + 2, buf + cb + sb + 2 * g, 2);
+            memcpy(o + 4, buf + (size_t)g * gcb, gcb);
+        }
+    }
+    tq_free(buf);
+    if (!st)
+        st = check_file(w, e);
+    if (!st)
+        st = tq_st_check_tensor(w->st, e->mlx_scales);
+    if (!st)
+        st = tq_st_check_tensor(w->st, e->mlx_biases);
+    *type = tq_fmt_mlx_id(e->mlx_bits, e->mlx_group);
+    *row_bytes = rb;
+    return st;
+}
+
 tq_status tq_weights_read_raw(const tq_weights *w, const char *name, int *type, size_t *row_bytes,
                               void *dst, size_t dst_cap)
 {
@@ -758,8 +811,11 @@ tq_status tq_weights_read_raw(const tq_weights *w, const char *name, int *type, 
     if (i < 0)
         return TQ_FAIL(TQ_E_ARG, "weights: no tensor named '%s'", name ? name : "(null)");
     const w_entry *e = &w->e[i];
+    if (w->fmt != TQ_WEIGHTS_GGUF && e->mlx_bits)
+        return read_mlx_raw(w, e, type, row_bytes, dst, dst_cap);
     if (w->fmt != TQ_WEIGHTS_GGUF)
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "weights: '%s': raw block data needs a GGUF source", name);
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "weights: '%s': raw block data needs a GGUF source or "
+                       "an MLX affine matrix", name);
     tq_gguf_tensor(w->gguf, e->src_index, &ti);
     const char *path = tq_gguf_path(w->gguf);
     if (!tq_ggml_can_dequant(ti.type))

@@ -12,7 +12,7 @@
 static const char schemes_help[] =
     "f32, f16, bf16, kv8, kv4, turbo (= turbo:k8v3), turbo:k<K>v<V> with K in {2,4,5,8} "
     "(8 = signed int8) and V in {2,3,4,5,8}, each turbo optionally followed by \"+rk\" (rotated "
-    "keys), rot:<C> or rot:<CK>/<CV> (Hadamard-rotated block codes) with C in {q8_0, q5_0, q4_0, "
+    "keys) and/or \"+sq\" (sliding-window layers quantized too, not bf16), rot:<C> or rot:<CK>/<CV> (Hadamard-rotated block codes) with C in {q8_0, q5_0, q4_0, "
     "iq4_nl} (llama.cpp's) or l<L>g<G> (ours: L in {11,16,22,32,45,64,90} with G in {32,64}, or L in {128,181} with "
     "G 64)";
 
@@ -80,6 +80,8 @@ tq_status tq_kv_scheme_parse(const char *str, tq_kv_scheme *out)
         for (const char *q = plus; q && *q;) {
             if (!strncmp(q, "+rk", 3) && !(s.flags & TQ_KV_FLAG_ROTK))
                 s.flags |= TQ_KV_FLAG_ROTK;
+            else if (!strncmp(q, "+sq", 3) && !(s.flags & TQ_KV_FLAG_SWAQ))
+                s.flags |= TQ_KV_FLAG_SWAQ;
             else
                 return TQ_FAIL(TQ_E_ARG, "kv scheme '%s' is not valid; valid: %s", str,
                                schemes_help);
@@ -150,8 +152,9 @@ const char *tq_kv_scheme_name(tq_kv_scheme s, char *buf, size_t cap)
     if (!scheme_valid(s))
         snprintf(buf, cap, "invalid");
     else if (s.kind == TQ_KV_TURBO)
-        snprintf(buf, cap, "turbo:k%dv%d%s%s", s.k_bits, s.v_bits,
-                 (s.flags & TQ_KV_FLAG_ROTK) ? "+rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "+e8" : "");
+        snprintf(buf, cap, "turbo:k%dv%d%s%s%s", s.k_bits, s.v_bits,
+                 (s.flags & TQ_KV_FLAG_ROTK) ? "+rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "+e8" : "",
+                 (s.flags & TQ_KV_FLAG_SWAQ) ? "+sq" : "");
     else if (s.kind == TQ_KV_ROT)
         rot_name(s, ":", "/", buf, cap);
     else
@@ -166,8 +169,9 @@ const char *tq_kv_scheme_key(tq_kv_scheme s, char *buf, size_t cap)
     if (!scheme_valid(s))
         snprintf(buf, cap, "invalid");
     else if (s.kind == TQ_KV_TURBO)
-        snprintf(buf, cap, "turbo-k%dv%d%s%s", s.k_bits, s.v_bits,
-                 (s.flags & TQ_KV_FLAG_ROTK) ? "-rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "-e8" : "");
+        snprintf(buf, cap, "turbo-k%dv%d%s%s%s", s.k_bits, s.v_bits,
+                 (s.flags & TQ_KV_FLAG_ROTK) ? "-rk" : "", (s.flags & TQ_KV_FLAG_EDGE8) ? "-e8" : "",
+                 (s.flags & TQ_KV_FLAG_SWAQ) ? "-sq" : "");
     else if (s.kind == TQ_KV_ROT)
         rot_name(s, "-", "-", buf, cap);
     else

@@ -118,8 +118,9 @@ static tq_status load_tensor_q(loader *L, const char *name, int optional, int n_
         return load_native(L, name, &ti, d0, d1, dst, q);
     if (q && L->store == TQ_STORE_NATIVE && ti.ggml_type < 0)
         return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: --weights native needs a GGUF file with block "
-                                         "formats; tensor %s is %s in safetensors (use --weights "
-                                         "bf16|f16|f32)", L->path, name, ti.src_type);
+                                         "formats or MLX affine matrices with BF16 scales; tensor "
+                                         "%s is %s in safetensors (use --weights bf16|f16|f32)",
+                       L->path, name, ti.src_type);
     size_t bytes;
     if (!tq_mul_ok((size_t)ti.n_elem, tq_dtype_size(dtype), &bytes))
         return TQ_FAIL(TQ_E_FORMAT, "%s: tensor %s is too large", L->path, name);
@@ -605,14 +606,15 @@ tq_status tq_session_create(tq_model *m, const tq_session_opts *opts, tq_session
         return TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory");
     s->m = m;
     s->n_ctx = n_ctx;
-    if (opts->kv.kind == TQ_KV_TURBO) { /* sliding-window layers stay bf16 (kvcache_turbo.h) */
+    if (opts->kv.kind == TQ_KV_TURBO) { /* sliding-window layers stay bf16 unless +sq */
         uint8_t *plain = tq_calloc((size_t)c->n_layers, 1);
         if (!plain) {
             st = TQ_FAIL(TQ_E_NOMEM, "tq_session_create: out of memory");
             goto fail;
         }
         for (int l = 0; l < c->n_layers; l++)
-            plain[l] = (uint8_t)tq_model_config_layer_is_sliding(c, l);
+            plain[l] = !(opts->kv.flags & TQ_KV_FLAG_SWAQ) &&
+                       tq_model_config_layer_is_sliding(c, l);
         st = tq_kvcache_turbo_create(opts->kv, c->n_layers, c->n_heads, c->n_kv_heads,
                                      c->head_dim, n_ctx, m->attn_scale, tq_pool_size(m->pool),
                                      plain, &s->kv);

@@ -57,6 +57,23 @@ static tq_status up(tq_cuda_session *s, const void *src, size_t bytes, void *dst
     return st ? st : tqc_be_upload(s->be, *dst, src, bytes);
 }
 
+/* device copy of n host arrays, one after the other in one allocation; dst[i] = each start */
+static tq_status up_cat(tq_cuda_session *s, const void *const *src, const size_t *bytes, int n,
+                        void **dst)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += bytes[i];
+    uint8_t *d = NULL;
+    tq_status st = dalloc(s, (void **)&d, total, &s->weight_bytes);
+    for (int i = 0; i < n && !st; i++) {
+        dst[i] = d;
+        st = tqc_be_upload(s->be, d, src[i], bytes[i]);
+        d += bytes[i];
+    }
+    return st;
+}
+
 void tq_cuda_session_free(tq_cuda_session *s)
 {
     if (!s)
@@ -145,7 +162,8 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         if ((st = (x)) != TQ_OK)                                                                   \
             goto fail;                                                                             \
     } while (0)
-    TRY(tqc_be_create(s->chunk, (int64_t)mx, c->n_heads, m->attn_scale, &s->be));
+    const size_t rqkv = qd + 2 * kvd, rmax = rqkv > 2 * ffn ? rqkv : 2 * ffn;
+    TRY(tqc_be_create(s->chunk, (int64_t)mx, (int64_t)rmax, c->n_heads, m->attn_scale, &s->be));
     if (!(s->layers = tq_calloc((size_t)c->n_layers, sizeof(*s->layers))) ||
         !(s->kv = tq_calloc((size_t)c->n_layers, sizeof(*s->kv)))) {
         st = TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
@@ -177,12 +195,18 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         TRY(up(s, w->bq, qd * 4, &d->bq));
         TRY(up(s, w->bk, kvd * 4, &d->bk));
         TRY(up(s, w->bv, kvd * 4, &d->bv));
-        TRY(up(s, w->wq, qd * dim * 2, &d->wq));
-        TRY(up(s, w->wk, kvd * dim * 2, &d->wk));
-        TRY(up(s, w->wv, kvd * dim * 2, &d->wv));
+        { /* q|k|v and gate|up each in one allocation: one prefill GEMM per job */
+            const void *src[3] = {w->wq, w->wk, w->wv};
+            const size_t nb[3] = {qd * dim * 2, kvd * dim * 2, kvd * dim * 2};
+            void *dst[3];
+            TRY(up_cat(s, src, nb, 3, dst));
+            d->wq = dst[0], d->wk = dst[1], d->wv = dst[2];
+            const void *gsrc[2] = {w->w_gate, w->w_up};
+            const size_t gnb[2] = {ffn * dim * 2, ffn * dim * 2};
+            TRY(up_cat(s, gsrc, gnb, 2, dst));
+            d->w_gate = dst[0], d->w_up = dst[1];
+        }
         TRY(up(s, w->wo, dim * qd * 2, &d->wo));
-        TRY(up(s, w->w_gate, ffn * dim * 2, &d->w_gate));
-        TRY(up(s, w->w_up, ffn * dim * 2, &d->w_up));
         TRY(up(s, w->w_down, dim * ffn * 2, &d->w_down));
         /* as the CPU engine: a turbo cache keeps sliding-window layers in bf16 */
         tq_kv_scheme ls = kv;

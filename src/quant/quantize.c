@@ -67,6 +67,8 @@ typedef struct ctx {
     tq_weights *w;
     const tq_gguf *g;
     const tq_st *st;
+    int hf; /* GGUF source, safetensors/MLX output: tensors through tq_weights (HF names, q/k
+             * rows un-permuted), config.json written from the GGUF's config */
     const tq_model_config *cfg;
     qt *t;
     int64_t nt;
@@ -180,7 +182,7 @@ static tq_status read_raw(const ctx *c, const qt *t, void *dst, size_t n)
 
 static tq_status read_f32(const ctx *c, const qt *t, float *dst)
 {
-    if (c->g) {
+    if (c->g && !c->hf) {
         void *raw = tq_malloc(t->src_nbytes ? t->src_nbytes : 1);
         if (!raw)
             return TQ_FAIL(TQ_E_NOMEM, "%s: out of memory reading '%s' (%zu bytes)", c->o->src,
@@ -274,8 +276,10 @@ static void choose_type(const ctx *c, qt *t)
 static tq_status plan(ctx *c)
 {
     const tq_quantize_opts *o = c->o;
-    const int gguf = c->g != NULL;
-    const int64_t nsrc = gguf ? tq_gguf_n_tensors(c->g) : tq_st_n_tensors(c->st);
+    const int gguf = c->g != NULL && !c->hf;
+    const int64_t nsrc = gguf    ? tq_gguf_n_tensors(c->g)
+                         : c->hf ? tq_weights_count(c->w)
+                                 : tq_st_n_tensors(c->st);
     int have_lm = 0;
     int64_t embed_at = -1;
     for (int64_t i = 0; i < nsrc; i++) {
@@ -298,6 +302,26 @@ static tq_status plan(ctx *c)
             if (!tq_ggml_can_dequant(gi.type))
                 return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which this "
                                "library cannot decode", o->src, name, t.src_type_name);
+        } else if (c->hf) { /* GGUF read as Hugging Face tensors (weights.c) */
+            tq_weights_tensor wi;
+            tq_status st = tq_weights_tensor_at(c->w, i, &wi);
+            if (st)
+                return st;
+            name = wi.name;
+            if (!strcmp(name, "rope_freqs.weight"))
+                return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: GGUF -> safetensors: the Llama 3 RoPE "
+                               "scaling tensor rope_freqs.weight has no Hugging Face tensor "
+                               "(write GGUF, or start from the Hugging Face directory)", o->src);
+            if (wi.n_dims < 1 || wi.n_dims > 4 || !tq_ggml_can_dequant(wi.ggml_type))
+                return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which this "
+                               "library cannot decode", o->src, wi.src_name, wi.src_type);
+            t.n_dims = wi.n_dims;
+            for (int d = 0; d < 4; d++)
+                t.ne[d] = d < wi.n_dims ? wi.shape[wi.n_dims - 1 - d] : 1;
+            t.src_type = wi.ggml_type;
+            t.src_type_name = wi.src_type;
+            t.src_nbytes = wi.src_nbytes;
+            t.n = wi.n_elem;
         } else {
             tq_st_tensor_info si;
             tq_status st = tq_st_tensor(c->st, i, &si);
@@ -552,7 +576,7 @@ static tq_status fingerprint(const ctx *c, char out[17])
         h = fnv(h, line, (size_t)n);
         size_t k = t->src_nbytes < sizeof(buf) ? t->src_nbytes : sizeof(buf);
         tq_status st;
-        if (c->g) {
+        if (c->g && !c->hf) {
             st = read_raw(c, t, buf, k);
         } else { /* the first row as f32 (exact for f16/bf16/f32) */
             k = (size_t)t->cols * sizeof(float);
@@ -1032,6 +1056,52 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
     return st;
 }
 
+/* config.json of a GGUF source (c->hf): the Hugging Face keys of its config, so that stock tools
+ * (transformers, mlx-lm) build the same model; `insert` (the MLX quantization entry) first. No
+ * tokenizer files are written (the GGUF holds the vocabulary in another form). */
+static tq_status write_config(const ctx *c, const char *dir, const char *insert)
+{
+    const tq_model_config *g = c->cfg;
+    char *path = path_join(dir, "config.json");
+    if (!path)
+        return TQ_FAIL(TQ_E_NOMEM, "out of memory");
+    tq_atomic_file *af;
+    tq_status st = tq_atomic_file_open(path, &af);
+    free(path);
+    if (st)
+        return st;
+    FILE *f = tq_atomic_file_stream(af);
+    static const char *const arch[] = {[TQ_ARCH_LLAMA] = "llama", [TQ_ARCH_MISTRAL] = "mistral",
+                                       [TQ_ARCH_QWEN2] = "qwen2", [TQ_ARCH_QWEN3] = "qwen3"};
+    const char *mt = g->arch < (int)(sizeof(arch) / sizeof(arch[0])) && arch[g->arch]
+                         ? arch[g->arch] : "llama";
+    const char *cls = g->arch == TQ_ARCH_QWEN2   ? "Qwen2ForCausalLM"
+                      : g->arch == TQ_ARCH_QWEN3 ? "Qwen3ForCausalLM"
+                      : g->arch == TQ_ARCH_MISTRAL ? "MistralForCausalLM"
+                                                   : "LlamaForCausalLM";
+    const int tied = g->tied_embeddings && !c->untie;
+    int ok = f && fprintf(f, "{%s\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
+                             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+                             "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+                             "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+                             "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %lld,\n"
+                             "  \"rms_norm_eps\": %.9g,\n  \"rope_theta\": %.9g,\n"
+                             "  \"tie_word_embeddings\": %s,\n  \"attention_bias\": %s,\n"
+                             "  \"hidden_act\": \"silu\",\n  \"bos_token_id\": %d,\n"
+                             "  \"eos_token_id\": %d,\n  \"torch_dtype\": \"bfloat16\",\n"
+                             "  \"turboquant_source\": \"GGUF, written by tq quantize\"\n}\n",
+                          insert ? insert : "", cls, mt, g->hidden, g->ffn_hidden, g->n_layers,
+                          g->n_heads, g->n_kv_heads, g->head_dim, g->vocab,
+                          (long long)(g->max_ctx > 0 ? g->max_ctx : 2048), (double)g->rms_eps,
+                          (double)g->rope_theta, tied ? "true" : "false",
+                          g->qkv_bias ? "true" : "false", g->bos_id, g->eos_id) > 0;
+    if (!ok) {
+        tq_atomic_file_abort(af);
+        return TQ_FAIL(TQ_E_IO, "%s/config.json: write failed", dir);
+    }
+    return tq_atomic_file_commit(af);
+}
+
 static const char *const hf_side_files[] = {
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "generation_config.json", "tokenizer.model", "chat_template.jinja",
@@ -1087,10 +1157,14 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
                      "or use --format safetensors", o->src);
         goto out;
     }
-    if ((o->format == TQ_QFORMAT_SAFETENSORS || o->format == TQ_QFORMAT_MLX) && !c.st) {
-        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: safetensors output needs a Hugging Face safetensors "
-                     "source (config.json and tokenizer files are copied); use --format gguf",
-                     o->src);
+    c.hf = c.g && o->format != TQ_QFORMAT_GGUF;
+    if (c.hf && (c.cfg->arch == TQ_ARCH_GEMMA3 || c.cfg->rope_scaling != TQ_ROPE_SCALING_NONE ||
+                 c.cfg->sliding_window > 0)) {
+        st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: GGUF -> safetensors/MLX is written for llama, "
+                     "mistral, qwen2 and qwen3 without RoPE scaling or sliding windows; this is "
+                     "%s%s (gemma3 GGUF norms are stored as 1 + w): write GGUF, or start from "
+                     "the Hugging Face directory", o->src, tq_arch_name(c.cfg->arch),
+                     c.cfg->rope_scaling != TQ_ROPE_SCALING_NONE ? " with RoPE scaling" : "");
         goto out;
     }
     if ((st = setup_fold(&c)) || (st = plan(&c)))
@@ -1157,7 +1231,10 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
             snprintf(dirbuf, sizeof(dirbuf), ".");
         srcdir = dirbuf;
     }
-    for (size_t i = 0; !st && i < sizeof(hf_side_files) / sizeof(hf_side_files[0]); i++) {
+    if (!st && c.hf)
+        st = write_config(&c, tmp, quant_json);
+    for (size_t i = 0; !st && !c.hf && i < sizeof(hf_side_files) / sizeof(hf_side_files[0]);
+         i++) {
         char *from = path_join(srcdir, hf_side_files[i]);
         char *to = path_join(tmp, hf_side_files[i]);
         if (!from || !to)

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""quality_table.py -- issue 13 item 7: the weight-quantization quality table.
+
+For each model (default: SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from models/):
+  teacher   = the source GGUF dequantized to f32 (tq quantize --type F32 --dequantize-source);
+              `tq teacher --weights f32` dumps its logits on each text (ctx 512, CHUNKS windows);
+  candidates, all from that F32 GGUF:
+    tq MLX affine g64 RTN at 8/6/4/3/2 bits, without and with --rotate (llama/qwen only: GGUF ->
+      MLX refuses gemma3, whose GGUF norms are stored as 1 + w);
+    tq GGUF Q8_0/Q6_K/Q5_K/Q4_K/Q4_0 without and with --rotate;
+    llama.cpp's llama-quantize (same types, no imatrix) as the peer;
+  each scored by `tq kl --teacher-dump DUMP -m CANDIDATE --weights f32` (MLX directories written
+  from a GGUF have no tokenizer files: `--tokenizer` names the teacher GGUF's): the candidate's weights
+  as its file defines them, dequantized to f32 at load (no int8-activation error), f32 KV.
+Columns: bits per weight (file bytes * 8 / parameters of the F32 model), file size, KL mean /
+p99 against the teacher, top-1, perplexity on the scored positions (second half of each window)
+per text. Texts: WikiText-2 raw test (../shared/assets/corpora/wikitext-2-raw-test.txt) and the
+GPL-3 (/usr/share/common-licenses/GPL-3). Prints markdown; --json keeps the numbers.
+
+    python3 scripts/quant/quality_table.py [--tq build/release/tq] [--chunks 32] [--out out/qt]
+        [--models smol,gemma] [--only affine,gguf,llama] [--threads 2]
+Rows already measured (their JSON under --out) are reused, so an interrupted run resumes.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+MODELS = {
+    "smol": ("SmolLM2-135M-Instruct", "models/SmolLM2-135M-Instruct.Q4_1.gguf", True),
+    "gemma": ("Gemma 3 270M", "models/gemma-3-270m-q4_k_m.gguf", False),
+}
+TEXTS = {
+    "wiki": "../shared/assets/corpora/wikitext-2-raw-test.txt",
+    "gpl3": "/usr/share/common-licenses/GPL-3",
+}
+GGUF_TYPES = ["Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0"]
+AFFINE_BITS = [8, 6, 4, 3, 2]
+
+
+def run(cmd, log):
+    t0 = time.time()
+    with open(log, "w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode:
+        sys.stderr.write(f"FAILED ({r.returncode}): {' '.join(cmd)} (see {log})\n")
+        return False
+    sys.stderr.write(f"  {time.time() - t0:6.1f} s  {' '.join(cmd)}\n")
+    return True
+
+
+def size_of(path):
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
+                   if f.endswith(".safetensors"))
+    return os.path.getsize(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tq", default="build/release/tq")
+    ap.add_argument("--llama-quantize", default=os.environ.get("LLAMA_QUANTIZE", "llama-quantize"),
+                    help="llama.cpp's quantizer (env LLAMA_QUANTIZE; default: on PATH)")
+    ap.add_argument("--wiki", default=os.environ.get("WIKI", TEXTS["wiki"]),
+                    help="WikiText-2 raw test (env WIKI)")
+    ap.add_argument("--chunks", type=int, default=32)
+    ap.add_argument("--chunks-gemma", type=int, default=None, help="windows for Gemma (default --chunks)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="out/quality_table")
+    ap.add_argument("--models", default="smol,gemma")
+    ap.add_argument("--texts", default="wiki,gpl3")
+    ap.add_argument("--only", default="affine,gguf,llama")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    TEXTS["wiki"] = a.wiki
+    lq = shutil.which(a.llama_quantize)
+    only = set(a.only.split(","))
+    results = []
+    nice = ["nice", "-n", "5"]
+    for mk in a.models.split(","):
+        name, src, hf_ok = MODELS[mk]
+        if not os.path.exists(src):
+            sys.stderr.write(f"skip {name}: no {src}\n")
+            continue
+        chunks = a.chunks_gemma if (mk == "gemma" and a.chunks_gemma) else a.chunks
+        d = os.path.join(a.out, mk)
+        os.makedirs(d, exist_ok=True)
+        f32 = os.path.join(d, "teacher.F32.gguf")
+        if not os.path.exists(f32) and not run(nice + [a.tq, "quantize", "-q", "-m", src, "-o", f32, "--format",
+                                                        "gguf", "--type", "F32", "--dequantize-source"],
+                                                f32 + ".log"):
+            return 1
+        n_params = (os.path.getsize(f32)) / 4.0  # f32 bytes / 4 (header and metadata: < 0.1 %)
+        dumps = {}
+        for tk in a.texts.split(","):
+            dump = os.path.join(d, f"teacher_{tk}_{chunks}.dump")
+            if not os.path.exists(dump) and not run(
+                    nice + [a.tq, "teacher", "-m", f32, "-f", TEXTS[tk], "--ctx", "512", "--chunks",
+                            str(chunks), "--weights", "f32", "-t", str(a.threads), "-o", dump],
+                    dump + ".log"):
+                return 1
+            dumps[tk] = dump
+        cands = []  # (label, group, path, make-command or None)
+        if "affine" in only and hf_ok:
+            for rot in (0, 1):
+                for b in AFFINE_BITS:
+                    p = os.path.join(d, f"mlx{b}g64{'_rot' if rot else ''}")
+                    cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "mlx", "--bits", str(b),
+                           "--group", "64", "--force"] + (["--rotate"] if rot else [])
+                    cands.append((f"tq MLX affine {b}-bit g64{' +rot' if rot else ''}", "affine", p, cmd))
+        if "gguf" in only:
+            for rot in (0, 1):
+                for t in GGUF_TYPES:
+                    p = os.path.join(d, f"tq_{t}{'_rot' if rot else ''}.gguf")
+                    cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "gguf", "--type", t,
+                           "--force"] + (["--rotate"] if rot else [])
+                    cands.append((f"tq GGUF {t}{' +rot' if rot else ''}", "gguf", p, cmd))
+        if "llama" in only and lq:
+            for t in GGUF_TYPES:
+                p = os.path.join(d, f"llama_{t}.gguf")
+                cands.append((f"llama-quantize {t}", "llama", p, [lq, f32, p, t, str(a.threads)]))
+        for label, grp, p, cmd in cands:
+            if not os.path.exists(p) and not run(nice + cmd, p + ".make.log"):
+                continue
+            row = {"model": name, "candidate": label, "group": grp, "path": p, "bytes": size_of(p),
+                   "bpw": size_of(p) * 8.0 / n_params, "texts": {}}
+            for tk, dump in dumps.items():
+                j = p + f".{tk}_{chunks}.json"
+                if not os.path.exists(j) and not run(
+                        nice + [a.tq, "kl", "--teacher-dump", dump, "-m", p, "--weights", "f32", "-t",
+                                str(a.threads), "--json", j]
+                        + (["--tokenizer", f32] if grp == "affine" else []), j + ".log"):
+                    continue
+                r = json.load(open(j))
+                s = r["schemes"][0]
+                row["texts"][tk] = {"kl_mean": s["kl_mean"], "kl_p99": s["kl_p99"], "top1": s["top1"],
+                                    "ppl": s["ppl"], "teacher_ppl": r["teacher"]["ppl"],
+                                    "positions": r["positions"], "windows": r["windows"]}
+            results.append(row)
+            print_table(results, a.texts.split(","), partial=True)
+    print_table(results, a.texts.split(","))
+    if a.json:
+        json.dump(results, open(a.json, "w"), indent=1)
+    return 0
+
+
+def print_table(results, texts, partial=False):
+    out = sys.stderr if partial else sys.stdout
+    if partial:
+        r = results[-1]
+        out.write(f"  -> {r['model']} {r['candidate']}: " + ", ".join(
+            f"{tk} KL {v['kl_mean']:.4g} ppl {v['ppl']:.3f}" for tk, v in r["texts"].items()) + "\n")
+        return
+    model = None
+    for r in results:
+        if r["model"] != model:
+            model = r["model"]
+            t0 = next(iter(r["texts"].values()), None)
+            out.write(f"\n**{model}** (teacher: source GGUF dequantized to f32; "
+                      + ", ".join(f"{tk}: {v['windows']} x 512 windows, {v['positions']} scored positions, "
+                                  f"teacher ppl {v['teacher_ppl']:.3f}" for tk, v in r["texts"].items())
+                      + ")\n\n")
+            hdr = "| candidate | bpw | MiB |" + "".join(
+                f" KL {tk} | p99 {tk} | top-1 {tk} | ppl {tk} |" for tk in texts)
+            out.write(hdr + "\n|" + "---|" * (3 + 4 * len(texts)) + "\n")
+        cells = [r["candidate"], f"{r['bpw']:.2f}", f"{r['bytes'] / 1048576:.1f}"]
+        for tk in texts:
+            v = r["texts"].get(tk)
+            cells += [f"{v['kl_mean']:.4f}", f"{v['kl_p99']:.3f}", f"{v['top1']:.3f}", f"{v['ppl']:.3f}"] if v \
+                else ["-"] * 4
+        out.write("| " + " | ".join(cells) + " |\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
