@@ -294,14 +294,22 @@ int main(int argc, char **argv)
     static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_K, TQ_GGML_Q6_K};
     static const int64_t shapes[][2] = {{1, 256}, {5, 512}, {37, 1024}, {130, 4096}, {64, 14336}};
     const int n_shapes = quick ? 3 : 5;
-    for (int fi = 0; fi < 4; fi++) {
-        const int pad = fmts[fi] == TQ_GGML_Q4_K ? 16 : 2;
-        for (int s = 0; s < n_shapes; s++)
-            test_ggml(fmts[fi], shapes[s][0], shapes[s][1], 1, s == 1 ? pad : 0);
-        test_ggml(fmts[fi], 37, 1024, 3, pad);
-        test_ggml(fmts[fi], 9, 512, 9, 0);
-        printf("%s done (worst |gpu - ref| / sum|w xq| so far %.2e)\n", tq_format_get(fmts[fi])->name, worst_ratio);
+    /* both batch-1 paths: rows streamed through shared memory (16-byte aligned rows) and direct */
+    for (int staged = 2; staged >= 0; staged -= 2) { /* 2: every staged format, 0: none */
+        tq_cuda_qgemv_set_staged(staged);
+        for (int fi = 0; fi < 4; fi++) {
+            const int pad = fmts[fi] == TQ_GGML_Q4_K ? 16 : 2;
+            for (int s = 0; s < n_shapes; s++)
+                test_ggml(fmts[fi], shapes[s][0], shapes[s][1], 1, s == 1 ? pad : 0);
+            test_ggml(fmts[fi], 37, 1024, 3, pad);
+            test_ggml(fmts[fi], 9, 512, 9, 0);
+            if (fmts[fi] == TQ_GGML_Q6_K) /* 24 super-blocks: 3 chunks of the staged path */
+                test_ggml(fmts[fi], 11, 6144, 1, 0);
+            printf("%s %s done (worst |gpu - ref| / sum|w xq| so far %.2e)\n", tq_format_get(fmts[fi])->name,
+                   staged ? "staged" : "direct", worst_ratio);
+        }
     }
+    tq_cuda_qgemv_set_staged(1);
     static const int groups[] = {32, 64, 128};
     for (int bits = 4; bits <= 8; bits += 4)
         for (int gi = 0; gi < 3; gi++) {

@@ -6,7 +6,8 @@
  *  3. the q8 activation: |x - d qs| <= d/2 per element, and the q8 path within its stated bound
  *     of the f32 path: sum over blocks of (d_a/2) * sum |w_j| (+ the rounding bound);
  *  4. a matvec over rows [r0, r1) of n tokens equals the per-token dot bit for bit, and writes
- *     nothing outside its rows: n = 1..9 and 11 (GEMM tiles of 4 tokens and leftovers), rows
+ *     nothing outside its rows: n = 1..9, 11, 16, 17, 19 (GEMM tiles of 4 tokens, leftovers,
+ *     the AVX512 tile from 16 on), rows
  *     3..35 (row tiles of 4 and leftovers), odd and even block counts. */
 #include <float.h>
 
@@ -256,7 +257,7 @@ static void test_matvec(int t, int64_t k)
 {
     const char *name = tq_ggml_type_name(t);
     const int64_t m = 37;
-    const int64_t n = 11; /* token tiles of 4 and a leftover (the GEMM tiles of the 32-formats) */
+    const int64_t n = 19; /* token tiles of 4 and leftovers; >= 16: the AVX512 32-format tile */
     const int64_t ldy = m + 3;
     const size_t rb = (size_t)(k / tq_ggml_block_size(t)) * tq_ggml_type_size(t);
     const size_t ab = tq_qdot_act_bytes(t, k);
@@ -272,7 +273,9 @@ static void test_matvec(int t, int64_t k)
         if (!isa[i]->mv_q8[t])
             continue;
         for (int path = 0; path < 2; path++) {
-            for (int64_t nn = 1; nn <= n; nn += nn < 9 ? 1 : 2) {
+            static const int64_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 16, 17, 19};
+            for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+                const int64_t nn = ns[ni];
                 const int64_t r0 = 3;
                 const int64_t r1 = m - 1; /* 33 rows: 4-row groups and a leftover */
                 for (int64_t j = 0; j < ldy * n; j++)

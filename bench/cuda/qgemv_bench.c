@@ -5,6 +5,8 @@
  * the same packed bytes with the same timing (the practical floor at this size).
  * Usage: qgemv_bench [--shape RxC[,RxC...]] [--n N] [--reps R] [--timing cold|host] [--csv FILE]
  *                    [--split K[,K...]]   (warps per row at batch 1: 0 = automatic, 1, 2, 4)
+ *                    [--staged 1,0]       (batch 1 of the ggml formats through shared memory or not; 2:
+ *                                          Q4_K too)
  * Default: 4096x14336 and 14336x4096, n 1, 50 reps, cold (L2 flushed before each call). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 
 int main(int argc, char **argv)
 {
-    const char *shapes = "4096x14336,14336x4096", *csv_path = NULL, *splits = "0";
+    const char *shapes = "4096x14336,14336x4096", *csv_path = NULL, *splits = "0", *stageds = "1";
     int n = 1, reps = 50, cold = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -26,13 +28,15 @@ int main(int argc, char **argv)
             reps = atoi(v), i++;
         else if (!strcmp(argv[i], "--timing"))
             cold = strcmp(v, "host") != 0, i++;
+        else if (!strcmp(argv[i], "--staged"))
+            stageds = v, i++;
         else if (!strcmp(argv[i], "--split"))
             splits = v, i++;
         else if (!strcmp(argv[i], "--csv"))
             csv_path = v, i++;
         else {
             fprintf(stderr, "usage: qgemv_bench [--shape RxC,...] [--n N] [--reps R] [--timing cold|host] "
-                            "[--csv FILE] [--split K,...]\n");
+                            "[--csv FILE] [--split K,...] [--staged 1,0,2]\n");
             return 2;
         }
     }
@@ -51,15 +55,15 @@ int main(int argc, char **argv)
            "median of %d\n", dev, copy, cold ? "cold (L2 flushed, GPU time)" : "host (events, L2 warm)", n, reps);
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv)
-        fprintf(csv, "device,format,rows,cols,n,split,timing,bytes,us_median,us_min,us_nopdl,us_kernel,us_read,gbps,pct_copy,"
+        fprintf(csv, "device,format,rows,cols,n,split,staged,timing,bytes,us_median,us_min,us_nopdl,us_kernel,us_read,gbps,pct_copy,"
                      "pct_read,copy_gbps\n");
     static const struct { const char *name; int fmt, bits, group; } F[] = {
         {"Q8_0", TQ_GGML_Q8_0, 0, 0},        {"Q4_0", TQ_GGML_Q4_0, 0, 0},
         {"Q4_K", TQ_GGML_Q4_K, 0, 0},        {"Q6_K", TQ_GGML_Q6_K, 0, 0},
         {"MLX4g64", TQ_CUDA_QGEMV_MLX, 4, 64}, {"MLX8g64", TQ_CUDA_QGEMV_MLX, 8, 64},
     };
-    printf("| format | rows x cols | split | MB | call us (med) | min | no PDL | GEMV kernel us | read us | GB/s | %% of copy | "
-           "%% of read |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| format | rows x cols | split | staged | MB | call us (med) | min | no PDL | GEMV kernel us | read us | GB/s | %% of copy | "
+           "%% of read |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int rc = 0;
     char *list = strdup(shapes);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
@@ -69,9 +73,14 @@ int main(int argc, char **argv)
             return 2;
         }
         for (size_t i = 0; i < sizeof F / sizeof F[0]; i++)
+        for (const char *st = stageds; *st; st += strcspn(st, ",") + (st[strcspn(st, ",")] == ','))
         for (const char *sp = splits; *sp; sp += strcspn(sp, ",") + (sp[strcspn(sp, ",")] == ',')) {
             const int ks = atoi(sp);
+            const int staged = atoi(st);
+            if (!staged && (F[i].fmt == TQ_CUDA_QGEMV_MLX || n > 1) && st != stageds)
+                continue; /* MLX and batches have one path */
             tq_cuda_qgemv_set_split(ks);
+            tq_cuda_qgemv_set_staged(staged);
             tq_cuda_qgemv_timing t;
             if (tq_cuda_qgemv_bench(F[i].fmt, F[i].bits, F[i].group, r, c, n, reps, cold, &t) != TQ_OK) {
                 printf("| %s | %lldx%lld | failed: %s |\n", F[i].name, r, c, tq_last_error());
@@ -80,12 +89,13 @@ int main(int argc, char **argv)
             }
             const double gbps = (double)t.bytes / (t.us_med * 1e-6) / 1e9;
             const double read_gbps = (double)t.bytes / (t.us_read * 1e-6) / 1e9;
-            printf("| %s | %lldx%lld | %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f%% | %.0f%% |\n", F[i].name, r,
-                   c, ks ? (ks == 1 ? "1" : ks == 2 ? "2" : "4") : "auto", (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
+            printf("| %s | %lldx%lld | %s | %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f%% | %.0f%% |\n", F[i].name, r,
+                   c, ks ? (ks == 1 ? "1" : ks == 2 ? "2" : "4") : "auto",
+                   F[i].fmt == TQ_CUDA_QGEMV_MLX || n > 1 ? "-" : staged == 2 ? "all" : staged ? "yes" : "no", (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
                    100.0 * gbps / copy, 100.0 * gbps / read_gbps);
             if (csv)
-                fprintf(csv, "%s,%s,%lld,%lld,%d,%d,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f\n", dev, F[i].name,
-                        r, c, n, ks, cold ? "cold" : "host", t.bytes, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
+                fprintf(csv, "%s,%s,%lld,%lld,%d,%d,%d,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f\n", dev, F[i].name,
+                        r, c, n, ks, staged, cold ? "cold" : "host", t.bytes, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
                         100.0 * gbps / copy, 100.0 * gbps / read_gbps, copy);
         }
     }

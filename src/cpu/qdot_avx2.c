@@ -529,19 +529,18 @@ QT_FORMAT(TQ_GGML_Q4_0, q4_0)
 QT_FORMAT(TQ_GGML_Q4_1, q4_1)
 QT_FORMAT(TQ_GGML_Q5_0, q5_0)
 QT_FORMAT(TQ_GGML_Q5_1, q5_1)
-#define TILE_Q8(name, ...) tile_q8_##name(__VA_ARGS__)
-#else
+#endif
 /* AVX2: a tile is 1 row x 4 tokens (8 ymm accumulators: acc[token][block & 1]); the block is
  * unpacked (and its scale converted) once for the 4 tokens. Tokens past the last full tile go
  * through mv1 (the same bits). */
-enum { QT_T = 4 };
+enum { QT2_T = 4 };
 #define QT2_STEP(UP, IP, HAS_MIN, SLOT, i)                                                       \
     do {                                                                                         \
         const uint8_t *bb = wr + (size_t)(i) * BS;                                               \
         const __m256i wv = UP(bb);                                                               \
         const float dw = f16c(bb);                                                               \
         const float mw = HAS_MIN ? f16c(bb + 2) : 0.0f;                                          \
-        _Pragma("GCC unroll 4") for (int q = 0; q < QT_T; q++)                                   \
+        _Pragma("GCC unroll 4") for (int q = 0; q < QT2_T; q++)                                   \
         {                                                                                        \
             const __m256 p = IP(wv, at[q][i].qs);                                                \
             acc[q][SLOT] =                                                                       \
@@ -557,18 +556,18 @@ enum { QT_T = 4 };
         enum { BS = BS_ };                                                                       \
         const int64_t nb = k / TQ_QK;                                                            \
         const int64_t chunk = qt_chunk_rows(row_bytes);                                          \
-        const int64_t nt = n - n % QT_T;                                                         \
+        const int64_t nt = n - n % QT2_T;                                                         \
         for (int64_t rc = r0; rc < r1; rc += chunk) {                                            \
             const int64_t re = rc + chunk < r1 ? rc + chunk : r1;                                \
-            for (int64_t t = 0; t < nt; t += QT_T) {                                             \
-                const tq_q8a *at[QT_T];                                                          \
-                for (int q = 0; q < QT_T; q++)                                                   \
+            for (int64_t t = 0; t < nt; t += QT2_T) {                                             \
+                const tq_q8a *at[QT2_T];                                                          \
+                for (int q = 0; q < QT2_T; q++)                                                   \
                     at[q] = (const tq_q8a *)act + (t + q) * nb;                                  \
                 for (int64_t r = rc; r < re; r++) {                                              \
                     const uint8_t *wr = (const uint8_t *)w + (size_t)r * row_bytes;              \
-                    __m256 acc[QT_T][2];                                                         \
-                    float accm[QT_T];                                                            \
-                    _Pragma("GCC unroll 4") for (int q = 0; q < QT_T; q++)                       \
+                    __m256 acc[QT2_T][2];                                                         \
+                    float accm[QT2_T];                                                            \
+                    _Pragma("GCC unroll 4") for (int q = 0; q < QT2_T; q++)                       \
                     {                                                                            \
                         acc[q][0] = acc[q][1] = _mm256_setzero_ps();                             \
                         accm[q] = 0.0f;                                                          \
@@ -580,7 +579,7 @@ enum { QT_T = 4 };
                     }                                                                            \
                     if (i < nb)                                                                  \
                         QT2_STEP(up_##name, IP, HAS_MIN, 0, i);                                  \
-                    _Pragma("GCC unroll 4") for (int q = 0; q < QT_T; q++)                       \
+                    _Pragma("GCC unroll 4") for (int q = 0; q < QT2_T; q++)                       \
                         y[(t + q) * ldy + r] =                                                   \
                             hsum8(_mm256_add_ps(acc[q][0], acc[q][1])) + accm[q];                \
                 }                                                                                \
@@ -593,6 +592,16 @@ QT2_FORMAT(q4_0, 18, ip_signed, 0)
 QT2_FORMAT(q4_1, 20, ip_unsigned, 1)
 QT2_FORMAT(q5_0, 22, ip_signed, 0)
 QT2_FORMAT(q5_1, 24, ip_unsigned, 1)
+#ifdef QDOT_VNNI
+/* The VNNI build has both tiles (the ymm one with vpdpbusd as its int8 dot): the zmm tile from
+ * 16 tokens on (prefill), the ymm one below (batched decode). Same-run qdot_bench, thread CPU
+ * GB/s, 2-vCPU EPYC (load 7-10, +-15%): -n 8, 65536 x 640 Q8_0 zmm 3.14 vs ymm 4.30 (AVX2
+ * maddubs 3.81); -n 64, 2048 x 640 zmm 0.66-0.72 vs ymm 0.59-0.62 (Q8_0), 0.34-0.41 vs
+ * 0.26-0.32 (Q5_0). Either gives the same bits. */
+#define TILE_Q8(name, w, rb, k, act, n, ...)                                                     \
+    ((n) >= 16 ? tile_q8_##name(w, rb, k, act, n, __VA_ARGS__)                                   \
+               : tile2_q8_##name(w, rb, k, act, n, __VA_ARGS__))
+#else
 #define TILE_Q8(name, ...) tile2_q8_##name(__VA_ARGS__)
 #endif
 

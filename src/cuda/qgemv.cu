@@ -342,25 +342,30 @@ __device__ __forceinline__ void mlx_lda(mlx_av &v, const uint8_t *a, const qargs
 }
 
 template <> struct fmt<F_MLX4> {
-    static constexpr int BE = 16, BB = 8, UPB = 1, U = 4;
-    struct raw { uint2 q; uint32_t s, b; };
-    typedef mlx_av av;
+    static constexpr int BE = 32, BB = 16, UPB = 1, U = 2;
+    struct raw { uint4 q; uint32_t s, b; };
+    struct av { int4 a0, a1; float da, sa; };
     static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &g)
     {
-        r.q = *(const uint2 *)(row + BB * u);
-        const int gi = u / (g.group / 16);
+        r.q = *(const uint4 *)(row + BB * u);
+        const int gi = u / (g.group / 32);
         r.s = g.sc[gi];
         r.b = g.bi[gi];
     }
     static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
     {
-        mlx_lda(v, a, g, u);
+        v.a0 = *(const int4 *)(a + 32 * u);
+        v.a1 = *(const int4 *)(a + 32 * u + 16);
+        v.da = ((const float *)(a + g.ag.off_d))[u];
+        v.sa = ((const float *)(a + g.ag.off_s))[u];
     }
     static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &g, int)
     {
-        const int lo0 = (int)(r.q.x & 0x0f0f0f0fu), hi0 = (int)((r.q.x >> 4) & 0x0f0f0f0fu);
-        const int lo1 = (int)(r.q.y & 0x0f0f0f0fu), hi1 = (int)((r.q.y >> 4) & 0x0f0f0f0fu);
-        const int s = dp4a(lo0, v.a.x, dp4a(hi0, v.a.y, dp4a(lo1, v.a.z, dp4a(hi1, v.a.w, 0))));
+        const uint32_t m = 0x0f0f0f0fu;
+        int s = dp4a((int)(r.q.x & m), v.a0.x, dp4a((int)((r.q.x >> 4) & m), v.a0.y, 0));
+        s = dp4a((int)(r.q.y & m), v.a0.z, dp4a((int)((r.q.y >> 4) & m), v.a0.w, s));
+        s = dp4a((int)(r.q.z & m), v.a1.x, dp4a((int)((r.q.z >> 4) & m), v.a1.y, s));
+        s = dp4a((int)(r.q.w & m), v.a1.z, dp4a((int)((r.q.w >> 4) & m), v.a1.w, s));
         return (sb2f(r.s, g.sb_f16) * v.da) * (float)s + sb2f(r.b, g.sb_f16) * v.sa;
     }
 };
@@ -464,6 +469,130 @@ __global__ void __launch_bounds__(32 * WARPS, NT == 1 ? 8 : 1) qgemv_kernel(cons
     }
 }
 
+// Batch 1, staged: each warp streams its row through shared memory in chunks of NBC whole blocks
+// (a multiple of 16 bytes), 16-byte cp.async copies, NST chunks in flight, and decodes each
+// chunk from shared memory with the format's unit loader (the 2-byte aligned blocks of Q8_0 /
+// Q4_0 / Q6_K cost 16-bit loads from shared memory instead of from L1). Rows must be 16-byte
+// aligned (row_bytes % 16 == 0); other rows take qgemv_kernel.
+template <int F> struct stage_of;
+template <> struct stage_of<F_Q4_0> { static constexpr int NBC = 64; };
+template <> struct stage_of<F_Q8_0> { static constexpr int NBC = 32; };
+template <> struct stage_of<F_Q4_K> { static constexpr int NBC = 8; };
+template <> struct stage_of<F_Q6_K> { static constexpr int NBC = 8; };
+constexpr int NST = 3;
+
+template <int F> constexpr int stage_bytes()
+{
+    return stage_of<F>::NBC * fmt<F>::BB;
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+template <int F>
+__global__ void __launch_bounds__(32 * WARPS, 8) qgemv_staged_kernel(const qargs g)
+{
+    using FM = fmt<F>;
+    constexpr int NBC = stage_of<F>::NBC, CH = NBC * FM::BB, UC = NBC * FM::UPB / 32;
+    static_assert(CH % 16 == 0 && (NBC * FM::UPB) % 32 == 0, "chunk of whole blocks, 16-byte pieces");
+    extern __shared__ __align__(16) uint8_t qg_smem[];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int64_t r = (int64_t)blockIdx.x * WARPS + wid;
+    const bool live = r < g.rows;
+    uint8_t *buf = qg_smem + wid * NST * CH;
+    const uint8_t *row = g.w + (size_t)(live ? r : 0) * g.row_bytes;
+    const int nblk = live ? (int)(g.cols / FM::BE) : 0;
+    const int nch = (nblk + NBC - 1) / NBC;
+    const int row_pieces = nblk * FM::BB / 16;
+    auto issue = [&](int c) {
+        if (c < nch) {
+            const int p0 = c * (CH / 16), np = min(CH / 16, row_pieces - p0);
+            for (int p = lane; p < np; p += 32)
+                cp_async16(buf + (c % NST) * CH + 16 * p, row + 16 * (size_t)(p0 + p));
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+#pragma unroll
+    for (int c = 0; c < NST - 1; c++)
+        issue(c);
+    pdl_wait();
+    float acc = 0.0f;
+    for (int c = 0; c < nch; c++) {
+        issue(c + NST - 1);
+        asm volatile("cp.async.wait_group %0;" ::"n"(NST - 1) : "memory");
+        __syncwarp();
+        const uint8_t *cb = buf + (c % NST) * CH;
+        const int units_c = min(NBC, nblk - c * NBC) * FM::UPB, ubase = c * NBC * FM::UPB;
+        typename FM::raw w[UC];
+        typename FM::av v[UC];
+#pragma unroll
+        for (int k = 0; k < UC; k++)
+            if (lane + 32 * k < units_c) {
+                FM::load(w[k], cb, lane + 32 * k, g);
+                FM::lda(v[k], g.act, g, ubase + lane + 32 * k);
+            }
+#pragma unroll
+        for (int k = 0; k < UC; k++)
+            if (lane + 32 * k < units_c)
+                acc += FM::dot(w[k], v[k], g, ubase + lane + 32 * k);
+        __syncwarp();
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    for (int o = 16; o; o >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0 && live)
+        g.y[r] = acc;
+}
+
+template <int F>
+cudaError_t launch_staged(const qargs &g, cudaStream_t s, int pdl)
+{
+    const size_t smem = (size_t)WARPS * NST * stage_bytes<F>();
+    static bool attr = false; // > 48 KB of dynamic shared memory needs the opt-in
+    if (!attr) {
+        cudaError_t e = cudaFuncSetAttribute(qgemv_staged_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess)
+            return e;
+        attr = true;
+    }
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3((unsigned)((g.rows + WARPS - 1) / WARPS));
+    c.blockDim = dim3(32 * WARPS);
+    c.dynamicSmemBytes = smem;
+    c.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&c, qgemv_staged_kernel<F>, g);
+}
+
+size_t packed_bytes_of(int f, int64_t cols)
+{
+    const int be = f == F_Q4_K || f == F_Q6_K ? 256 : 32;
+    const int bb = f == F_Q8_0 ? 34 : f == F_Q4_0 ? 18 : f == F_Q4_K ? 144 : 210;
+    return (size_t)(cols / be) * (size_t)bb;
+}
+
+// TQ_QGEMV_STAGED=0 or tq_cuda_qgemv_set_staged(0): batch 1 of the ggml formats without the
+// shared-memory staging; 2: Q4_K staged too (A/B, tests)
+int g_staged = -1;
+bool use_staged(int f, const qargs &g, int nt)
+{
+    if (g_staged < 0) {
+        const char *e = getenv("TQ_QGEMV_STAGED");
+        g_staged = e ? atoi(e) : 1;
+    }
+    // Q4_K (16-byte aligned blocks) reads directly by default: staged 10% slower (H200, visit q4)
+    return g_staged && nt == 1 && (f == F_Q4_0 || f == F_Q8_0 || (f == F_Q4_K && g_staged == 2) || f == F_Q6_K) &&
+           g.row_bytes % 16 == 0 && (uintptr_t)g.w % 16 == 0 && packed_bytes_of(f, g.cols) % 16 == 0;
+}
+
 // warps per row: TQ_QGEMV_KS (1, 2, 4) or tq_cuda_qgemv_set_split(); 0 = auto: enough warps for
 // two waves of 64 per SM at batch 1, 1 for batches
 int g_split = -1;
@@ -477,7 +606,7 @@ int split_for(int64_t rows, int nt)
         return 1;
     if (g_split == 1 || g_split == 2 || g_split == 4)
         return g_split;
-    return rows >= 16384 ? 1 : rows >= 8192 ? 2 : 4;
+    return rows >= 2048 ? 1 : rows >= 512 ? 2 : 4;
 }
 
 template <int F, int NT, int KS>
@@ -511,6 +640,13 @@ cudaError_t launch_f(const qargs &g, int nt, cudaStream_t s, int pdl)
 
 cudaError_t launch_gemv(int f, const qargs &g, int nt, cudaStream_t s, int pdl)
 {
+    if (use_staged(f, g, nt))
+        switch (f) {
+        case F_Q8_0: return launch_staged<F_Q8_0>(g, s, pdl);
+        case F_Q4_0: return launch_staged<F_Q4_0>(g, s, pdl);
+        case F_Q4_K: return launch_staged<F_Q4_K>(g, s, pdl);
+        default: return launch_staged<F_Q6_K>(g, s, pdl);
+        }
     switch (f) {
     case F_Q8_0: return launch_f<F_Q8_0>(g, nt, s, pdl);
     case F_Q4_0: return launch_f<F_Q4_0>(g, nt, s, pdl);
@@ -609,6 +745,11 @@ tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, flo
 }
 
 } // namespace
+
+extern "C" void tq_cuda_qgemv_set_staged(int on)
+{
+    g_staged = on == 0 || on == 2 ? on : 1;
+}
 
 extern "C" void tq_cuda_qgemv_set_split(int ks)
 {

@@ -20,6 +20,11 @@ void tq_cuda_qgemv_set_split(int ks)
     (void)ks;
 }
 
+void tq_cuda_qgemv_set_staged(int on)
+{
+    (void)on;
+}
+
 size_t tq_cuda_qgemv_packed_bytes(const tq_cuda_qmat *m)
 {
     (void)m;
