@@ -6,7 +6,13 @@ run: the two engines alternate round by round (each round = every scheme and dep
 engine), so load drifts hit both alike; medians over the rounds; ratios tq / llama.cpp per depth.
 Prints a markdown table (wall tok/s and process CPU ms per token) and writes --json.
 usage: python3 scripts/quality/kv_speed.py [--rounds 3] [--steps 8] [--isa avx512|avx2]
+       [--isas avx512,avx2] [--llama-lib-avx2 DIR]
        [--bench build/release/tests/test_rot_bench] [--json OUT] [--text FILE]
+--isas runs every ISA of the list in each round (tq forced to it; llama.cpp through the default
+libllama for avx512 and through an AVX2-only build for avx2, LLAMA_CPP_LIB_PATH=DIR, default
+../llama-build-avx2/bin next to the repository: cmake -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+-DGGML_F16C=ON -DGGML_AVX512=OFF -DBUILD_SHARED_LIBS=ON -DLLAMA_CURL=OFF, target llama) and
+prints one table per ISA.
 """
 import argparse
 import json
@@ -20,6 +26,9 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--steps", type=int, default=8)
 ap.add_argument("--isa", default="", help="force tq's kernels (avx2 = the AVX2 proxy)")
+ap.add_argument("--isas", default="", help="comma list: run each ISA per round (both engines)")
+ap.add_argument("--llama-lib-avx2", default=os.environ.get(
+    "LLAMA_AVX2_LIB", os.path.join(ROOT, "..", "llama-build-avx2", "bin")))
 ap.add_argument("--bench", default=os.path.join(ROOT, "build/release/tests/test_rot_bench"))
 ap.add_argument("--llama-configs", default="f16,q8_0/q4_0+fa")
 ap.add_argument("--no-llama", action="store_true")
@@ -35,52 +44,69 @@ if not os.path.isfile(a.bench):
 rows = []  # every measurement of every round
 
 
-def run(cmd):
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+def run(cmd, env=None):
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"kv_speed.py: {' '.join(cmd)} failed:\n{p.stdout}\n{p.stderr}")
     return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
 
 
+isas = [i for i in a.isas.split(",") if i] or [a.isa]
+if "avx2" in isas and a.isas and not a.no_llama and \
+        not os.path.isfile(os.path.join(a.llama_lib_avx2, "libllama.so")):
+    sys.exit(f"kv_speed.py: {a.llama_lib_avx2}/libllama.so missing: build llama.cpp for AVX2 "
+             "(see the usage above) or pass --llama-lib-avx2")
 for r in range(a.rounds):
-    cmd = [a.bench, str(a.steps), "1"] + ([a.isa] if a.isa else [])
-    for row in run(cmd):
-        row["round"] = r
-        rows.append(row)
-    if not a.no_llama:
-        for row in run([sys.executable, "scripts/quality/llamacpp_depth.py", "--steps",
-                        str(a.steps), "--rounds", "1", "--configs", a.llama_configs,
-                        "--text", a.text]):
-            row["round"] = r
+    for isa in isas:
+        cmd = [a.bench, str(a.steps), "1"] + ([isa] if isa else [])
+        for row in run(cmd):
+            row["round"], row["isa"] = r, isa or "native"
             rows.append(row)
+        if not a.no_llama:
+            env = dict(os.environ)
+            if isa == "avx2" and a.isas:
+                env["LLAMA_CPP_LIB_PATH"] = a.llama_lib_avx2
+            for row in run([sys.executable, "scripts/quality/llamacpp_depth.py", "--steps",
+                            str(a.steps), "--rounds", "1", "--configs", a.llama_configs,
+                            "--text", a.text], env):
+                row["round"], row["isa"] = r, isa or "native"
+                rows.append(row)
     print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
 
-med = {}
-for row in rows:
-    key = (row["engine"], row["kv"], row["depth"])
-    med.setdefault(key, []).append(row)
-table = {k: (statistics.median(x["tok_s"] for x in v), statistics.median(x["cpu_ms"] for x in v))
-         for k, v in med.items()}
-depths = sorted({k[2] for k in table})
-names = []
-for k in table:
-    if (k[0], k[1]) not in names:
-        names.append((k[0], k[1]))
-ref = [n for n in names if n[0] == "llama.cpp"]
-hdr = "| engine | KV | " + " | ".join(f"{d} tok/s | CPU ms" for d in depths)
-hdr += "".join(f" | vs llama {r[1]} {d}" for r in ref for d in depths) + " |"
-print(hdr)
-print("|" + "---|" * (hdr.count("|") - 1))
-for n in names:
-    cells = []
-    for d in depths:
-        t, c = table.get((n[0], n[1], d), (float("nan"), float("nan")))
-        cells.append(f"{t:.2f} | {c:.1f}")
-    for r in ref:
+def print_table(rows):
+    med = {}
+    for row in rows:
+        key = (row["engine"], row["kv"], row["depth"])
+        med.setdefault(key, []).append(row)
+    table = {k: (statistics.median(x["tok_s"] for x in v),
+                 statistics.median(x["cpu_ms"] for x in v)) for k, v in med.items()}
+    depths = sorted({k[2] for k in table})
+    names = []
+    for k in table:
+        if (k[0], k[1]) not in names:
+            names.append((k[0], k[1]))
+    ref = [n for n in names if n[0] == "llama.cpp"]
+    hdr = "| engine | KV | " + " | ".join(f"{d} tok/s | CPU ms" for d in depths)
+    hdr += "".join(f" | vs llama {r[1]} {d}" for r in ref for d in depths) + " |"
+    print(hdr)
+    print("|" + "---|" * (hdr.count("|") - 1))
+    for n in names:
+        cells = []
         for d in depths:
-            t = table.get((n[0], n[1], d), (float("nan"),))[0]
-            tr = table.get((r[0], r[1], d), (float("nan"),))[0]
-            cells.append(f"{t / tr:.2f}x")
-    print(f"| {n[0]} | {n[1]} | " + " | ".join(cells) + " |")
+            t, c = table.get((n[0], n[1], d), (float("nan"), float("nan")))
+            cells.append(f"{t:.2f} | {c:.1f}")
+        for r in ref:
+            for d in depths:
+                t = table.get((n[0], n[1], d), (float("nan"),))[0]
+                tr = table.get((r[0], r[1], d), (float("nan"),))[0]
+                cells.append(f"{t / tr:.2f}x")
+        print(f"| {n[0]} | {n[1]} | " + " | ".join(cells) + " |")
+
+
+for isa in isas:
+    if len(isas) > 1:
+        print(f"\nISA {isa or 'native'} (tq forced to it; llama.cpp "
+              f"{'AVX2-only build' if isa == 'avx2' else 'default build'})\n")
+    print_table([x for x in rows if x["isa"] == (isa or "native")])
 if a.json:
     json.dump(rows, open(a.json, "w"), indent=1)
