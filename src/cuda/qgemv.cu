@@ -579,29 +579,21 @@ size_t packed_bytes_of(int f, int64_t cols)
     return (size_t)(cols / be) * (size_t)bb;
 }
 
-// TQ_QGEMV_STAGED=0 or tq_cuda_qgemv_set_staged(0): batch 1 of the ggml formats without the
-// shared-memory staging; 2: Q4_K staged too (A/B, tests)
-int g_staged = -1;
+// tq_cuda_qgemv_set_staged(0): batch 1 of the ggml formats without the shared-memory staging;
+// 2: Q4_K staged too (A/B, tests). The library reads no environment (the caller's options decide).
+int g_staged = 1;
 bool use_staged(int f, const qargs &g, int nt)
 {
-    if (g_staged < 0) {
-        const char *e = getenv("TQ_QGEMV_STAGED");
-        g_staged = e ? atoi(e) : 1;
-    }
     // Q4_K (16-byte aligned blocks) reads directly by default: staged 10% slower (H200, visit q4)
     return g_staged && nt == 1 && (f == F_Q4_0 || f == F_Q8_0 || (f == F_Q4_K && g_staged == 2) || f == F_Q6_K) &&
            g.row_bytes % 16 == 0 && (uintptr_t)g.w % 16 == 0 && packed_bytes_of(f, g.cols) % 16 == 0;
 }
 
-// warps per row: TQ_QGEMV_KS (1, 2, 4) or tq_cuda_qgemv_set_split(); 0 = auto: enough warps for
-// two waves of 64 per SM at batch 1, 1 for batches
-int g_split = -1;
+// warps per row: tq_cuda_qgemv_set_split() (1, 2, 4); 0 = auto: enough warps for two waves of 64
+// per SM at batch 1, 1 for batches
+int g_split = 0;
 int split_for(int64_t rows, int nt)
 {
-    if (g_split < 0) {
-        const char *e = getenv("TQ_QGEMV_KS");
-        g_split = e ? atoi(e) : 0;
-    }
     if (nt > 1)
         return 1;
     if (g_split == 1 || g_split == 2 || g_split == 4)
@@ -657,15 +649,10 @@ cudaError_t launch_gemv(int f, const qargs &g, int nt, cudaStream_t s, int pdl)
     }
 }
 
-// TQ_QGEMV_PDL=0 turns programmatic dependent launch off (A/B); read once
+// programmatic dependent launch is on; the timing call measures the call without it too (us_nopdl)
 int pdl_default()
 {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("TQ_QGEMV_PDL");
-        v = !(e && e[0] == '0');
-    }
-    return v;
+    return 1;
 }
 
 cudaError_t launch_quant(int f, const float *x, int64_t ldx, int64_t cols, int n, uint8_t *act, act_geom ag,

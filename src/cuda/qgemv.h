@@ -64,13 +64,12 @@ tq_status tq_cuda_qgemv(const tq_cuda_qmat *m, const float *x, int64_t ldx, int 
                         int64_t ldy, void *act, void *stream);
 
 /* tq_cuda_qgemv_set_split() -- warps per row at batch 1 (1, 2 or 4; anything else = automatic:
- * 4 below 512 rows, 2 below 2048, else 1) for later calls of this process (benchmarks; also
- * the environment variable TQ_QGEMV_KS). Not thread-safe against concurrent calls. */
+ * 4 below 512 rows, 2 below 2048, else 1) for later calls of this process (benchmarks). Not thread-safe against concurrent calls. */
 void tq_cuda_qgemv_set_split(int ks);
 /* tq_cuda_qgemv_set_staged() -- 1 (default): batch 1 of Q8_0 / Q4_0 / Q6_K with 16-byte aligned
  * packed rows streams each row through shared memory (cp.async, 3 chunks in flight); 2: Q4_K
  * too (slower on the H200, kept for A/Bs); 0: the direct kernel everywhere (loads from global
- * memory per unit). Same results up to the order of the f32 partial sums. Also TQ_QGEMV_STAGED. */
+ * memory per unit). Same results up to the order of the f32 partial sums. */
 void tq_cuda_qgemv_set_staged(int on);
 
 /* tq_cuda_qgemv_host() -- the same with host memory (tests): m's pointers are host pointers;
