@@ -130,6 +130,9 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
     if (!out)
         return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_create: NULL out");
     *out = NULL;
+    if (!tq_cuda_compiled()) /* the no-CUDA build's contract: every CUDA entry point is unsupported */
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_create: no CUDA support in this build "
+                       "(configure with the CUDA toolkit installed)");
     if (!m)
         return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_create: NULL model");
     if (n_ctx < 1 || n_ctx > ((int64_t)1 << 31))
@@ -238,6 +241,9 @@ fail:
 tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n,
                                float *logits_last)
 {
+    if (!tq_cuda_compiled())
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_eval: no CUDA support in this build "
+                       "(configure with the CUDA toolkit installed)");
     if (!s || !tokens)
         return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval: NULL %s", !s ? "session" : "tokens");
     if (n < 1)
