@@ -31,28 +31,7 @@ static void mv_f32(const void *w, size_t row_bytes, int64_t k, const float *x, i
     }
 }
 
-#define MV(b, g)                                                                                   \
-    static void mv_f32_##b##_##g(const void *w, size_t rb, int64_t k, const float *x,             \
-                                 int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,       \
-                                 int64_t r1)                                                       \
-    {                                                                                              \
-        mv_f32(w, rb, k, x, ldx, n, y, ldy, r0, r1, b, g);                                         \
-    }
-#define MV_B(b) MV(b, 32) MV(b, 64) MV(b, 128)
-MV_B(2)
-MV_B(3)
-MV_B(4)
-MV_B(5)
-MV_B(6)
-MV_B(8)
-
-#define SLOT(b, g) [TQ_FMT_MLX_ID(b, g) - TQ_FMT_MLX_AFFINE] = mv_f32_##b##_##g,
-#define SLOT_B(b) SLOT(b, 32) SLOT(b, 64) SLOT(b, 128)
-static const tq_affine_kernels scalar_table = {
-    .isa = "scalar",
-    .level = TQ_ISA_SCALAR,
-    .mv_f32 = {SLOT_B(2) SLOT_B(3) SLOT_B(4) SLOT_B(5) SLOT_B(6) SLOT_B(8)},
-};
+TQ_AFFINE_TABLE(scalar_table, "scalar", TQ_ISA_SCALAR)
 
 const tq_affine_kernels *tq_affine_scalar(void)
 {

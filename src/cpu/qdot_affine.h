@@ -20,6 +20,37 @@ typedef struct tq_affine_kernels {
     tq_qmv_f32_fn mv_f32[TQ_MLX_N_FMT]; /* index id - TQ_FMT_MLX_AFFINE */
 } tq_affine_kernels;
 
+/* TQ_AFFINE_TABLE(name, isa_string, level) -- in a kernel file that defines
+ *   static void mv_f32(const void *w, size_t row_bytes, int64_t k, const float *x, int64_t ldx,
+ *                      int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1, int bits,
+ *                      int group);
+ * defines one tq_qmv_f32_fn per (bits, group) with the two constants baked in, and the table
+ * `static const tq_affine_kernels name` holding them. */
+#define TQ_AFFINE_MV_(b, g)                                                                        \
+    static void mv_f32_##b##_##g(const void *w, size_t rb, int64_t k, const float *x,             \
+                                 int64_t ldx, int64_t n, float *y, int64_t ldy, int64_t r0,       \
+                                 int64_t r1)                                                       \
+    {                                                                                              \
+        mv_f32(w, rb, k, x, ldx, n, y, ldy, r0, r1, b, g);                                         \
+    }
+#define TQ_AFFINE_MV_B_(b) TQ_AFFINE_MV_(b, 32) TQ_AFFINE_MV_(b, 64) TQ_AFFINE_MV_(b, 128)
+#define TQ_AFFINE_SLOT_(b, g) [TQ_FMT_MLX_ID(b, g) - TQ_FMT_MLX_AFFINE] = mv_f32_##b##_##g,
+#define TQ_AFFINE_SLOT_B_(b)                                                                       \
+    TQ_AFFINE_SLOT_(b, 32) TQ_AFFINE_SLOT_(b, 64) TQ_AFFINE_SLOT_(b, 128)
+#define TQ_AFFINE_TABLE(name, isa_string, isa_level)                                               \
+    TQ_AFFINE_MV_B_(2)                                                                             \
+    TQ_AFFINE_MV_B_(3)                                                                             \
+    TQ_AFFINE_MV_B_(4)                                                                             \
+    TQ_AFFINE_MV_B_(5)                                                                             \
+    TQ_AFFINE_MV_B_(6)                                                                             \
+    TQ_AFFINE_MV_B_(8)                                                                             \
+    static const tq_affine_kernels name = {                                                        \
+        .isa = isa_string,                                                                         \
+        .level = isa_level,                                                                        \
+        .mv_f32 = {TQ_AFFINE_SLOT_B_(2) TQ_AFFINE_SLOT_B_(3) TQ_AFFINE_SLOT_B_(4)                  \
+                   TQ_AFFINE_SLOT_B_(5) TQ_AFFINE_SLOT_B_(6) TQ_AFFINE_SLOT_B_(8)},               \
+    };
+
 /* The tables; the SIMD ones are NULL when this CPU (or TQ_CPU) cannot run them. */
 const tq_affine_kernels *tq_affine_scalar(void);
 const tq_affine_kernels *tq_affine_avx2(void);

@@ -810,6 +810,36 @@ static inline __m128i kt_hsum4(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
+/* one super-block of one row into the K tiles' accumulators, the same f32 steps in the AVX512
+ * and AVX2 tiles: acc += d * da * P (per token), accm += dmin * da * M (Q4_K/Q5_K only) */
+static inline __attribute__((always_inline)) void kt_accumulate(__m128 *acc, __m128 *accm,
+                                                                const __m256i *yv,
+                                                                const __m256i *mv,
+                                                                const uint8_t *b, int q6, __m128 da)
+{
+    const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
+    const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
+    *acc = _mm_add_ps(*acc, _mm_mul_ps(_mm_mul_ps(d, da), P));
+    if (!q6) {
+        const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
+        const __m128 dm = _mm_set1_ps(f16c(b + 2));
+        *accm = _mm_add_ps(*accm, _mm_mul_ps(_mm_mul_ps(dm, da), M));
+    }
+}
+
+/* y(token t, row r) = acc - accm (acc alone for Q6_K) */
+static inline __attribute__((always_inline)) void kt_store(const __m128 *acc, const __m128 *accm,
+                                                           int R, int T, int q6, float *y,
+                                                           int64_t ldy)
+{
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float v[4];
+        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
+    }
+}
+
 #ifdef QDOT_VNNI
 /* ---- AVX512 tiles of the K formats (R rows x T tokens; T = 1 is the decode matvec) ----------
  * The super-block integers P and M of qdot.h are exact int32 sums, so any order gives them:
@@ -927,22 +957,10 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
                     yv[t] = mv[t] = _mm256_setzero_si256();
                 }
             }
-            const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
-            const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
-            acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_mul_ps(d, da), P));
-            if (!q6) {
-                const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
-                const __m128 dm = _mm_set1_ps(f16c(b + 2));
-                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_mul_ps(dm, da), M));
-            }
+            kt_accumulate(&acc[r], &accm[r], yv, mv, b, q6, da);
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-    {
-        float v[4];
-        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
-    }
+    kt_store(acc, accm, R, T, q6, y, ldy);
 }
 
 #else
@@ -1019,22 +1037,10 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
                     yv[t] = mv[t] = _mm256_setzero_si256();
                 }
             }
-            const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
-            const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
-            acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_mul_ps(d, da), P));
-            if (!q6) {
-                const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
-                const __m128 dm = _mm_set1_ps(f16c(b + 2));
-                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_mul_ps(dm, da), M));
-            }
+            kt_accumulate(&acc[r], &accm[r], yv, mv, b, q6, da);
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-    {
-        float v[4];
-        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
-    }
+    kt_store(acc, accm, R, T, q6, y, ldy);
 }
 #endif
 
