@@ -18,35 +18,21 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "core/rng.h"
 #include "cpu/qdot.h"
 #include "cuda/qgemv.h"
 #include "quant/quant_internal.h"
 #include "t.h"
 
-static uint64_t rng_state;
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double rng_unif(void)
-{
-    return ((double)(rng_u64() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static float rng_normal(void)
-{
-    return (float)(sqrt(-2.0 * log(rng_unif())) * cos(6.283185307179586 * rng_unif()));
-}
+static tq_rng rng; /* seeded from the printed test seed */
 
 /* x: Gaussian, a few outliers, one all-zero 32-group (d = 0) */
 static void fill_x(float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        x[i] = rng_normal();
+        x[i] = tq_rng_normal(&rng);
     for (int k = 0; k < 3; k++)
-        x[rng_u64() % (uint64_t)n] *= 20.0f;
+        x[tq_rng_u64(&rng) % (uint64_t)n] *= 20.0f;
     if (n >= 64)
         memset(x + 32, 0, 32 * sizeof(float));
 }
@@ -61,8 +47,8 @@ static void put_f16(uint8_t *p, float v)
 /* a random f16 scale: magnitude 2^-10 .. 2^-5, random sign unless positive */
 static float rnd_scale(int positive)
 {
-    const float v = ldexpf((float)(1.0 + rng_unif()), -10 + (int)(rng_u64() % 5));
-    return positive || (rng_u64() & 1) ? v : -v;
+    const float v = ldexpf((float)(1.0 + tq_rng_uniform(&rng)), -10 + (int)(tq_rng_u64(&rng) % 5));
+    return positive || (tq_rng_u64(&rng) & 1) ? v : -v;
 }
 
 static void fill_blocks(int fmt, uint8_t *row, int64_t cols)
@@ -70,7 +56,7 @@ static void fill_blocks(int fmt, uint8_t *row, int64_t cols)
     const tq_format *f = tq_format_get(fmt);
     const int64_t nb = cols / f->block;
     for (int64_t i = 0; i < nb * (int64_t)f->block_bytes; i++)
-        row[i] = (uint8_t)rng_u64();
+        row[i] = (uint8_t)tq_rng_u64(&rng);
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *p = row + b * (int64_t)f->block_bytes;
         switch (fmt) {
@@ -189,7 +175,7 @@ static void test_mlx(int bits, int group, int f16, int64_t rows, int64_t cols, i
     const int64_t ng = cols / group, words = cols * bits / 32;
     float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
     for (int64_t i = 0; i < rows * cols; i++)
-        wf[i] = rng_normal() * 0.05f + (i % 97 == 0 ? 0.3f : 0.0f);
+        wf[i] = tq_rng_normal(&rng) * 0.05f + (i % 97 == 0 ? 0.3f : 0.0f);
     uint32_t *codes = malloc(sizeof(uint32_t) * (size_t)(rows * words));
     float *sf = malloc(sizeof(float) * (size_t)(rows * ng)), *bf = malloc(sizeof(float) * (size_t)(rows * ng));
     CHECK(tq_affine_quantize(wf, rows, cols, bits, group, codes, sf, bf) == TQ_OK, "%s: quantize", what);
@@ -283,7 +269,7 @@ int main(int argc, char **argv)
     int quick = 0;
     for (int i = 1; i < argc; i++)
         quick |= !strcmp(argv[i], "--quick");
-    rng_state = t_seed;
+    tq_rng_seed(&rng, t_seed);
     if (!tq_cuda_compiled())
         return t_skip("this build has no CUDA kernels (no nvcc at build time)");
     test_refusals();
