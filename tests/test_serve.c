@@ -900,6 +900,61 @@ static void prompt_cache_dir(resp *r, const char *creq)
     tq_model_free(m);
 }
 
+/* a one-layer Llama with head_dim 192 (random f32 weights, byte vocabulary) in out_dir: a
+ * multiple of 64 (bf16 caches take it) that turbo does not support (64/128/256/512) */
+static void write_hd192(const char *out_dir)
+{
+    enum { H = 64, HD = 192, NH = 2, NKV = 1, FF = 64, VOC = 256 };
+    char path[256];
+    mkdir(out_dir, 0755);
+    snprintf(path, sizeof(path), "%s/config.json", out_dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return;
+    fprintf(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\","
+               "\"hidden_size\":%d,\"intermediate_size\":%d,\"num_hidden_layers\":1,"
+               "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"head_dim\":%d,"
+               "\"vocab_size\":%d,\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5,"
+               "\"rope_theta\":10000.0,\"tie_word_embeddings\":false,\"bos_token_id\":1,"
+               "\"eos_token_id\":2,\"hidden_act\":\"silu\"}",
+            H, FF, NH, NKV, HD, VOC);
+    fclose(f);
+    static const struct { const char *name; int64_t rows, cols; } t[] = {
+        {"model.embed_tokens.weight", VOC, H},
+        {"model.layers.0.input_layernorm.weight", H, 0},
+        {"model.layers.0.self_attn.q_proj.weight", NH * HD, H},
+        {"model.layers.0.self_attn.k_proj.weight", NKV * HD, H},
+        {"model.layers.0.self_attn.v_proj.weight", NKV * HD, H},
+        {"model.layers.0.self_attn.o_proj.weight", H, NH * HD},
+        {"model.layers.0.post_attention_layernorm.weight", H, 0},
+        {"model.layers.0.mlp.gate_proj.weight", FF, H},
+        {"model.layers.0.mlp.up_proj.weight", FF, H},
+        {"model.layers.0.mlp.down_proj.weight", H, FF},
+        {"model.norm.weight", H, 0},
+        {"lm_head.weight", VOC, H},
+    };
+    snprintf(path, sizeof(path), "%s/model.safetensors", out_dir);
+    tq_st_writer *w = NULL;
+    tq_status st = tq_st_writer_create(path, 0, &w);
+    static float buf[NH * HD * H];
+    uint32_t x = 12345;
+    for (size_t i = 0; !st && i < sizeof(t) / sizeof(t[0]); i++) {
+        const int64_t n = t[i].rows * (t[i].cols ? t[i].cols : 1);
+        for (int64_t j = 0; j < n; j++) {
+            x = x * 1664525u + 1013904223u;
+            buf[j] = t[i].cols ? ((float)(x >> 9) / 8388608.0f - 0.5f) * 0.2f : 1.0f;
+        }
+        const int64_t shape[2] = {t[i].rows, t[i].cols};
+        st = tq_st_writer_add(w, t[i].name, TQ_DTYPE_F32, t[i].cols ? 2 : 1, shape, buf,
+                              (size_t)n * sizeof(float));
+    }
+    if (!st)
+        st = tq_st_writer_finish(w);
+    tq_st_writer_free(w);
+    CHECK(st == TQ_OK, "head_dim 192 model: %s", tq_last_error());
+}
+
 int main(int argc, char **argv)
 {
     int rc = cli_init(argc, argv);
@@ -923,6 +978,16 @@ int main(int argc, char **argv)
     CHECK_RUN(cr, 2, "--kv 'nonsense'", "unknown --kv");
     cli_run(cr, OUT_CAPTURE, NULL, "serve", "-m", MODEL, "--parallel", "0", NULL);
     CHECK_RUN(cr, 2, "--parallel needs an integer", "--parallel 0");
+    /* a scheme the model cannot use is refused at start, not at the first request */
+    char hd[128];
+    snprintf(hd, sizeof(hd), "%s/hd192", dir);
+    write_hd192(hd);
+    cli_run(cr, OUT_CAPTURE, NULL, "serve", "-m", hd, "--tokenizer", tok_path, "--port", "0",
+            "--kv", "turbo", NULL);
+    CHECK_RUN(cr, 1, "head_dim 192 not supported", "--kv turbo with head_dim 192");
+    cli_run(cr, OUT_CAPTURE, NULL, "serve", "-m", hd, "--tokenizer", tok_path, "--port", "0",
+            "--kv", "bf16", "--kv-mem", "1K", NULL);
+    CHECK_RUN(cr, 1, "above the limit", "the same model with --kv bf16 gets past the scheme");
     free(cr);
 
     static const char *const main_flags[] = {"--timeout", "2", NULL};
