@@ -19,8 +19,9 @@ extern "C" {
 TQ_API int tq_ggml_can_quantize(int type);
 /* tq_ggml_quantize() -- encode n f32 values (n % block size == 0) as `type` into dst (dst_cap
  * bytes, at least tq_ggml_nbytes()). Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 follow ggml's reference rules
- * (same bytes as the `gguf` Python package); the K types use our own scale fit
- * (src/quant/quant_ggml.c). Deterministic, no allocation, thread-safe. */
+ * (same bytes as the `gguf` Python package); the K types search the sub-block scales (a
+ * weighted least-squares fit, src/quant/quant_ggml.c) and keep the plain min/max fit where that
+ * is better. Deterministic, no allocation, thread-safe. */
 TQ_API tq_status tq_ggml_quantize(int type, const float *src, int64_t n, void *dst,
                                   size_t dst_cap);
 
