@@ -2,7 +2,8 @@
  * oracle of each session evaluated alone with tq_session_eval(): on the four tiny random models
  * (tests/data/tiny), f32 and bf16 weights, f32 / bf16 / turbo caches, N sessions with prompts
  * of different lengths decode greedily together while the active set changes every step and a
- * prompt chunk of another session rides along in the same pass; every logits row must be
+ * prompt chunk of one or two other sessions rides along in the same pass (the server prefills
+ * several prompts in one step); every logits row must be
  * bit-identical to the lone run. Then the refusals: the same session twice, a token outside
  * the vocabulary, a full context (nothing appended anywhere), too many rows. */
 #include "t.h"
@@ -10,6 +11,7 @@
 
 #define NSEQ 6
 #define STEPS 14
+#define NRIDE 2 /* sessions fed prompt chunks inside the batched passes */
 
 static const char *models[] = {"tests/data/tiny/llama", "tests/data/tiny/qwen2",
                                "tests/data/tiny/qwen3", "tests/data/tiny/gemma3"};
@@ -51,8 +53,9 @@ static void run(const char *path, tq_dtype wt, const char *kv_name)
         tq_model_free(m);
         return;
     }
-    tq_session *a[NSEQ + 1] = {0}, *b[NSEQ + 1] = {0}; /* batched, alone; [NSEQ] the rider */
-    for (int i = 0; i <= NSEQ; i++) {
+    /* batched, alone; [NSEQ..NSEQ+NRIDE) the riders */
+    tq_session *a[NSEQ + NRIDE] = {0}, *b[NSEQ + NRIDE] = {0};
+    for (int i = 0; i < NSEQ + NRIDE; i++) {
         if (tq_session_create(m, &so, &a[i]) || tq_session_create(m, &so, &b[i])) {
             printf("  %s kv %s: not usable here (%s), skipped\n", path, kv_name, tq_last_error());
             for (int k = 0; k <= i; k++) {
@@ -64,11 +67,11 @@ static void run(const char *path, tq_dtype wt, const char *kv_name)
         }
     }
     uint32_t seed = t_seed;
-    float *la = malloc((size_t)(NSEQ + 1) * V * sizeof(float));
+    float *la = malloc((size_t)(NSEQ + NRIDE) * V * sizeof(float));
     float *lb = malloc((size_t)V * sizeof(float));
-    int32_t next[NSEQ + 1];
-    int32_t prompt[NSEQ + 1][40];
-    int plen[NSEQ + 1];
+    int32_t next[NSEQ + NRIDE];
+    int32_t prompt[NSEQ + NRIDE][40];
+    int plen[NSEQ + NRIDE];
     /* prompts of lengths 1..33, prefilled alone in both sets (the prefill is not under test) */
     for (int i = 0; i < NSEQ; i++) {
         plen[i] = 1 + (int)(rng_next(&seed) % 33);
@@ -79,17 +82,20 @@ static void run(const char *path, tq_dtype wt, const char *kv_name)
         CHECK_MEMEQ(la, lb, (size_t)V * sizeof(float), "prefill logits differ");
         next[i] = argmax(lb, V);
     }
-    /* the rider: a 40-token prompt fed in chunks of 5..12 inside the batched passes */
-    plen[NSEQ] = 40;
-    for (int t = 0; t < 40; t++)
-        prompt[NSEQ][t] = (int32_t)(rng_next(&seed) % (uint32_t)V);
-    int rider_fed = 0;
-    int n_bad = 0, n_rows = 0;
+    /* the riders: 40-token prompts fed in chunks of 5..12 inside the batched passes, the
+     * second from step 2 on (steps with one and with two prompt chunks in the pass) */
+    int rider_fed[NRIDE] = {0};
+    for (int q = 0; q < NRIDE; q++) {
+        plen[NSEQ + q] = 40;
+        for (int t = 0; t < 40; t++)
+            prompt[NSEQ + q][t] = (int32_t)(rng_next(&seed) % (uint32_t)V);
+    }
+    int n_bad = 0, n_rows = 0, n_two = 0;
     for (int step = 0; step < STEPS; step++) {
-        tq_session *ss[NSEQ + 1];
-        const int32_t *tk[NSEQ + 1];
-        int64_t nn[NSEQ + 1];
-        int idx[NSEQ + 1], k = 0;
+        tq_session *ss[NSEQ + NRIDE];
+        const int32_t *tk[NSEQ + NRIDE];
+        int64_t nn[NSEQ + NRIDE];
+        int idx[NSEQ + NRIDE], k = 0;
         for (int i = 0; i < NSEQ; i++)
             if (step == 0 || rng_next(&seed) % 4 != 0) { /* some sit out a step */
                 idx[k] = i;
@@ -98,18 +104,23 @@ static void run(const char *path, tq_dtype wt, const char *kv_name)
                 nn[k] = 1;
                 k++;
             }
-        int rider = -1;
-        if (rider_fed < 40) {
+        int rider = -1, n_riding = 0;
+        for (int q = 0; q < NRIDE; q++) {
+            if (rider_fed[q] >= 40 || step < 2 * q)
+                continue;
             int c = 5 + (int)(rng_next(&seed) % 8);
-            if (c > 40 - rider_fed)
-                c = 40 - rider_fed;
-            rider = k;
-            idx[k] = NSEQ;
-            ss[k] = a[NSEQ];
-            tk[k] = prompt[NSEQ] + rider_fed;
+            if (c > 40 - rider_fed[q])
+                c = 40 - rider_fed[q];
+            if (rider < 0)
+                rider = k;
+            idx[k] = NSEQ + q;
+            ss[k] = a[NSEQ + q];
+            tk[k] = prompt[NSEQ + q] + rider_fed[q];
             nn[k] = c;
             k++;
+            n_riding++;
         }
+        n_two += n_riding == 2;
         if (k == 0)
             continue;
         /* the rider goes first or last on alternate steps: position in the batch must not matter */
@@ -133,14 +144,16 @@ static void run(const char *path, tq_dtype wt, const char *kv_name)
                          "from the lone run", path, (int)wt, kv_name, step, i, (long long)nn[j], k);
             }
             CHECK(tq_session_n_past(a[i]) == tq_session_n_past(b[i]), "n_past");
-            if (i == NSEQ)
-                rider_fed += (int)nn[j];
+            if (i >= NSEQ)
+                rider_fed[i - NSEQ] += (int)nn[j];
             else
                 next[i] = argmax(lb, V);
         }
     }
-    printf("  %-22s weights %d kv %-10s %d rows bit-identical to lone runs, %d differ\n", path,
-           (int)wt, kv_name, n_rows - n_bad, n_bad);
+    printf("  %-22s weights %d kv %-10s %d rows bit-identical to lone runs, %d differ (%d "
+           "passes with two prompt chunks)\n", path, (int)wt, kv_name, n_rows - n_bad, n_bad,
+           n_two);
+    CHECK(n_two > 0, "no pass had two prompt chunks");
 
     /* refusals: nothing appended anywhere */
     const int64_t p0 = tq_session_n_past(a[0]), p1 = tq_session_n_past(a[1]);
@@ -163,7 +176,7 @@ static void run(const char *path, tq_dtype wt, const char *kv_name)
 
     free(la);
     free(lb);
-    for (int i = 0; i <= NSEQ; i++) {
+    for (int i = 0; i < NSEQ + NRIDE; i++) {
         tq_session_free(a[i]);
         tq_session_free(b[i]);
     }

@@ -6,8 +6,9 @@
  * model. Asserts only that every step succeeded with finite logits; the numbers are for
  * docs/results.md (scripts/quality/kv_speed.py interleaves this with llama.cpp's peer run).
  * Prints one JSON line per (scheme, depth): wall tok/s and process CPU ms per token (medians).
- * Usage: test_rot_bench [steps] [rounds] [scalar|avx2|avx512] (the last forces the kernels of
- * that ISA everywhere, e.g. avx2 on an AVX-512 machine as the proxy of an AVX2-only CPU). */
+ * Usage: test_rot_bench [steps] [rounds] [scalar|avx2|avx512|native] [scheme,scheme,...]
+ * (the ISA forces the kernels of that ISA everywhere, e.g. avx2 on an AVX-512 machine as the
+ * proxy of an AVX2-only CPU; native = the CPU's own; the list replaces the default schemes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 #include "t.h"
 
 #define MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
-#define NS 6
+#define NS_MAX 16
 #define ND 3
 
 static double now_s(void)
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
         return t_skip(MODEL " missing (models/ is not committed)");
     const int steps = argc > 1 && argv[1][0] != '-' ? atoi(argv[1]) : 8;
     const int rounds = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : 3;
-    if (argc > 3 && argv[3][0] != '-') {
+    if (argc > 3 && argv[3][0] != '-' && strcmp(argv[3], "native")) {
         int ok = 0;
         for (int i = 0; i < TQ_ISA_COUNT; i++)
             if (!strcmp(argv[3], tq_isa_name((tq_isa)i)))
@@ -57,8 +58,16 @@ int main(int argc, char **argv)
         if (!ok)
             return t_skip("this CPU cannot run the requested ISA");
     }
-    const char *schemes[NS] = {"bf16", "turbo", "rot:l32g64/l11g64", "rot:l64g64/l22g64",
-                               "rot:l181g64/l32g64", "rot:q8_0/q4_0"};
+    const char *schemes[NS_MAX] = {"bf16",           "turbo", "rot:l32g64/l11g64", "rot:l64g64/l22g64",
+                                   "rot:l181g64/l32g64", "rot:q8_0/q4_0"};
+    int NS = 6;
+    char list[512] = "";
+    if (argc > 4 && argv[4][0] != '-') {
+        snprintf(list, sizeof list, "%s", argv[4]);
+        NS = 0;
+        for (char *tok = strtok(list, ","); tok && NS < NS_MAX; tok = strtok(NULL, ","))
+            schemes[NS++] = tok;
+    }
     const int depths[ND] = {1024, 4096, 8192};
     tq_model_opts mo;
     tq_model_opts_default(&mo);
@@ -83,7 +92,7 @@ int main(int argc, char **argv)
            steps, rounds, tq_isa_name(tq_cpu_isa()));
     for (int di = 0; di < ND; di++) {
         const int d = depths[di];
-        tq_session *s[NS] = {0};
+        tq_session *s[NS_MAX] = {0};
         for (int j = 0; j < NS; j++) {
             tq_session_opts o;
             tq_session_opts_default(&o);
@@ -97,7 +106,7 @@ int main(int argc, char **argv)
                     s[j]->kv->ops->append(s[j]->kv, il, p, k, v, d - p < chunk ? d - p : chunk);
             s[j]->n_past = d;
         }
-        double t[NS][32], c[NS][32];
+        double t[NS_MAX][32], c[NS_MAX][32];
         int bad = 0;
         for (int rr = 0; rr < rounds && rr < 32; rr++)
             for (int j = 0; j < NS; j++) {

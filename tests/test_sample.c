@@ -103,6 +103,29 @@ int main(int argc, char **argv)
             bad += tok != best;
         }
         CHECK(bad == 0, "greedy differs from argmax in %d of 200 rows", bad);
+        /* the one-pass greedy of tq_sampler_sample (no penalty in effect) against the general
+         * path (tq_sampler_dist at temperature 0: copy, NaN -> -inf, +inf -> FLT_MAX, drop -inf,
+         * argmax in candidate order) on rows with NaN, +-inf, FLT_MAX and ties among them */
+        static const float sp[6] = {NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 0.0f};
+        int diff = 0;
+        for (int it = 0; it < 400; it++) {
+            const int mode = it % 4;
+            for (int i = 0; i < V; i++)
+                l[i] = mode == 3 ? sp[tq_rng_u64(&r) % 6] : tq_rng_normal(&r) * 3;
+            for (int k = 0; mode && mode < 3 && k < 1 + it % 5; k++)
+                l[tq_rng_u64(&r) % V] = sp[tq_rng_u64(&r) % (mode == 1 ? 6 : 2)];
+            int32_t tok = -1, ref = -1;
+            float pr = 0;
+            int64_t nk = 0;
+            CHECK(tq_sampler_sample(s, l, &tok) == TQ_OK, "one-pass greedy");
+            CHECK(tq_sampler_dist(s, l, &ref, &pr, 1, &nk) == TQ_OK && nk == 1, "greedy dist");
+            diff += tok != ref;
+        }
+        CHECK(diff == 0, "one-pass greedy differs from the general path in %d of 400 rows", diff);
+        for (int i = 0; i < V; i++)
+            l[i] = i % 2 ? NAN : -INFINITY;
+        int32_t tok = 7;
+        CHECK(tq_sampler_sample(s, l, &tok) == TQ_E_ARG && tok == 7, "greedy: no finite logit");
         tq_sampler_free(s);
     }
 

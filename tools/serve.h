@@ -128,12 +128,13 @@ typedef struct srv {
     uint64_t m_requests;    /* generation requests accepted                                  */
     uint64_t m_prompt_tokens, m_cached_tokens, m_gen_tokens, m_cancelled, m_shed;
     uint64_t m_steps, m_step_seqs; /* forward passes, and the sequences they served            */
+    uint64_t m_prompt_chunks, m_multi_prompt; /* prompt chunks in them; passes with several     */
     /* decode-only steps (no prompt chunk) by the number of sequences k = 1..n_slots: count and
      * seconds in tq_batch_eval; k / (seconds / count) = the aggregate decode tok/s at k */
     uint64_t *m_dsteps;
     double *m_dstep_s;
     double b_secs;          /* seconds of the last step's forward pass (scheduler)           */
-    int b_decode_only;      /* the last step had no prompt chunk                             */
+    int b_prompts;          /* prompt chunks in the last step (0: decode only)               */
 } srv;
 
 /* serve_sched.c */

@@ -1055,6 +1055,10 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
         "# TYPE tq_forward_passes_total counter\ntq_forward_passes_total %llu\n"
         "# HELP tq_forward_sequences_total Sequences served by those passes (sum of batch sizes).\n"
         "# TYPE tq_forward_sequences_total counter\ntq_forward_sequences_total %llu\n"
+        "# HELP tq_forward_prompt_chunks_total Prompt chunks evaluated by those passes.\n"
+        "# TYPE tq_forward_prompt_chunks_total counter\ntq_forward_prompt_chunks_total %llu\n"
+        "# HELP tq_forward_multi_prompt_total Passes that prefilled several prompts at once.\n"
+        "# TYPE tq_forward_multi_prompt_total counter\ntq_forward_multi_prompt_total %llu\n"
         "# HELP tq_queue_depth Requests waiting for a slot.\n"
         "# TYPE tq_queue_depth gauge\ntq_queue_depth %d\n"
         "# HELP tq_slots_busy Slots serving a request.\n"
@@ -1070,7 +1074,8 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
         (unsigned long long)s->m_shed, (unsigned long long)s->m_cancelled,
         (unsigned long long)s->m_prompt_tokens, (unsigned long long)s->m_cached_tokens,
         (unsigned long long)s->m_gen_tokens, (unsigned long long)s->m_steps,
-        (unsigned long long)s->m_step_seqs, s->n_queued, s->n_busy, s->n_slots, s->o.kv,
+        (unsigned long long)s->m_step_seqs, (unsigned long long)s->m_prompt_chunks,
+        (unsigned long long)s->m_multi_prompt, s->n_queued, s->n_busy, s->n_slots, s->o.kv,
         (unsigned long long)((uint64_t)s->kv_tokens * s->kv_bytes_per_token), s->o.kv,
         s->kv_bytes_per_token);
     /* decode-only steps by batch size: their mean time gives the batch scaling directly */

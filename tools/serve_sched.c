@@ -3,8 +3,9 @@
  * A slot is one session (its own KV cache of the chosen scheme, n_ctx tokens) plus the state of
  * the request it serves. Each loop iteration: admit queued requests into free slots (the free
  * slot whose cached tokens share the longest prefix with the prompt: that prefix is kept, the
- * rest trimmed), drop cancelled requests, then run one step: at most one prompt chunk (--chunk
- * tokens) of one prefilling slot, and the next token of every decoding slot. Sampling (and the
+ * rest trimmed), drop cancelled requests, then run one step: the next token of every decoding
+ * slot and prompt chunks of the prefilling slots, --chunk prompt tokens in all (several short
+ * prompts are prefilled together in the one pass). Sampling (and the
  * requested log-probabilities, from the step's raw logits), UTF-8 assembly and stop strings
  * happen per slot; new text is published to the request under srv.mu.
  * A finished request frees its slot at once; its tokens stay in the slot's cache for reuse. */
@@ -321,16 +322,19 @@ static void restore(srv *s)
     (void)n_ok;
 }
 
-/* one scheduler step: the next token of every decoding slot and at most one prompt chunk of
- * one prefilling slot, all in one tq_batch_eval() pass (each row bit-identical to the slot's
- * lone run, so batching does not change answers) */
+/* one scheduler step: the next token of every decoding slot and the prompt chunks of the
+ * prefilling slots (in slot order, --chunk prompt tokens in all: several short prompts share
+ * one pass, a long one is split over steps), all in one tq_batch_eval() pass (each row
+ * bit-identical to the slot's lone run whatever rides along, so batching does not change
+ * answers) */
 static void step(srv *s)
 {
     tq_session **ss = s->b_sess;
     const int32_t **tk = s->b_tok;
     int64_t *nn = s->b_n;
     srv_slot **who = s->b_slot;
-    int k = 0, prefill = -1;
+    int k = 0, n_prefill = 0;
+    int64_t budget = s->o.chunk; /* prompt tokens left for this step */
     for (int i = 0; i < s->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         if (!sl->req || sl->fin)
@@ -339,11 +343,12 @@ static void step(srv *s)
             slot_setup(s, sl);
         srv_req *r = sl->req;
         if (sl->n_fed < r->n_prompt) {
-            if (prefill >= 0)
-                continue; /* one prompt chunk per step: decoding slots keep their pace */
+            if (budget == 0)
+                continue; /* the step's prompt tokens are spent: decoding slots keep their pace */
             int64_t n = r->n_prompt - sl->n_fed;
-            prefill = k;
-            nn[k] = n > s->o.chunk ? s->o.chunk : n;
+            nn[k] = n > budget ? budget : n;
+            budget -= nn[k];
+            n_prefill++;
             tk[k] = r->prompt + sl->n_fed;
         } else if (sl->next >= 0) {
             nn[k] = 1;
@@ -359,7 +364,7 @@ static void step(srv *s)
     const double t0 = srv_now();
     tq_status st = tq_batch_eval(ss, tk, nn, k, s->b_logits);
     s->b_secs = srv_now() - t0;
-    s->b_decode_only = prefill < 0;
+    s->b_prompts = n_prefill;
     s->b_rows = k;
     for (int j = 0; j < k; j++) {
         srv_slot *sl = who[j];
@@ -370,7 +375,7 @@ static void step(srv *s)
         }
         memcpy(sl->toks + sl->n_toks, tk[j], (size_t)nn[j] * sizeof(int32_t));
         sl->n_toks += nn[j];
-        if (j == prefill) {
+        if (sl->n_fed < r->n_prompt) { /* a prompt chunk */
             sl->n_fed += nn[j];
             if (sl->n_fed < r->n_prompt)
                 continue;
@@ -390,7 +395,9 @@ static void publish_locked(srv *s)
     if (s->b_rows) {
         s->m_steps++;
         s->m_step_seqs += (uint64_t)s->b_rows;
-        if (s->b_decode_only && s->b_rows <= s->n_slots) {
+        s->m_prompt_chunks += (uint64_t)s->b_prompts;
+        s->m_multi_prompt += s->b_prompts > 1;
+        if (!s->b_prompts && s->b_rows <= s->n_slots) {
             s->m_dsteps[s->b_rows]++;
             s->m_dstep_s[s->b_rows] += s->b_secs;
         }

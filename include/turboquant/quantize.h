@@ -19,8 +19,9 @@ extern "C" {
 TQ_API int tq_ggml_can_quantize(int type);
 /* tq_ggml_quantize() -- encode n f32 values (n % block size == 0) as `type` into dst (dst_cap
  * bytes, at least tq_ggml_nbytes()). Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 follow ggml's reference rules
- * (same bytes as the `gguf` Python package); the K types use our own scale fit
- * (src/quant/quant_ggml.c). Deterministic, no allocation, thread-safe. */
+ * (same bytes as the `gguf` Python package); the K types search the sub-block scales (a
+ * weighted least-squares fit, src/quant/quant_ggml.c) and keep the plain min/max fit where that
+ * is better. Deterministic, no allocation, thread-safe. */
 TQ_API tq_status tq_ggml_quantize(int type, const float *src, int64_t n, void *dst,
                                   size_t dst_cap);
 
@@ -36,6 +37,18 @@ typedef enum tq_qformat {
     TQ_QFORMAT_MLX = 2,         /* HF directory in mlx-lm's affine layout (uint32 codes + bf16
                                  * scales/biases per group; config.json "quantization")       */
 } tq_qformat;
+
+/* which matrix gets which GGUF type (tq_quantize_opts.mix) */
+typedef enum tq_qmix {
+    TQ_QMIX_PURE = 0, /* every matrix in `type` (rows that are not a block multiple fall back)  */
+    TQ_QMIX_LLAMA,    /* llama-quantize's layout for the file type named by `type` (no imatrix):
+                       * the lm_head (or the embedding when tied) Q6_K unless `type` is Q8_0,
+                       * Q8_0 where its rows are not a multiple of 256; for Q4_K / Q5_K the *_K_M
+                       * bumps (attn_v and ffn_down of the first and last eighth of the layers
+                       * and of every third layer between: Q6_K), as llama-quantize's "Q4_K"  */
+    TQ_QMIX_LLAMA_S,  /* llama-quantize's Q4_K_S / Q5_K_S: Q4_K_S has attn_v of layers 0-3 and
+                       * ffn_down of the first eighth in Q5_K; the lm_head rule as above       */
+} tq_qmix;
 
 /* fold switches (tq_quantize_opts.fold); 0 = everything exact for the architecture */
 #define TQ_FOLD_GAMMA 1u /* RMSNorm gains into the linears they feed (norms -> ones)          */
@@ -65,6 +78,7 @@ typedef struct tq_quantize_opts {
     tq_qformat format;
     int type;                 /* tq_ggml_type of the weight matrices (F32/F16/BF16 for
                                * safetensors); 1-D tensors are always F32 in GGUF          */
+    int mix;                  /* tq_qmix (GGUF; default TQ_QMIX_PURE)                      */
     int keep_embed;           /* embedding and lm_head written F16 (GGUF) / bf16 (MLX)     */
     int bits, group;          /* MLX affine: bits 2 3 4 5 6 8, group 32 64 128 (4, 64)     */
     int rotate;               /* fold the rotation                                         */

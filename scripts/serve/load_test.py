@@ -41,6 +41,23 @@ PROMPTS = [
 ]
 
 
+def load_avg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def version_of(path, flag):
+    try:
+        out = subprocess.run([path, flag], capture_output=True, text=True, timeout=30)
+        lines = [x for x in (out.stdout + out.stderr).splitlines() if x.strip()]
+        return " | ".join(lines[:2])
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return repr(e)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -158,6 +175,7 @@ def run_level(port, model, n, m, max_tokens, timeout, ref):
 
 def start_server(name, cmd, port, args):
     print("[%s] %s" % (name, " ".join(cmd)), file=sys.stderr)
+    os.makedirs(args.log_dir, exist_ok=True)
     log = open(os.path.join(args.log_dir, "%s.log" % name), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     return {"name": name, "port": port, "proc": proc, "log": log, "ref": {}}
@@ -208,6 +226,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat every level R times, the servers interleaved level by level; "
                          "the table has medians")
+    ap.add_argument("--max-seconds", type=float, default=0,
+                    help="time budget: no new round starts once the rounds so far, extrapolated "
+                         "by one more, would pass it (0 = no budget); the table says how many "
+                         "rounds ran")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--llama-extra", default="",
@@ -216,6 +238,14 @@ def main():
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     args.streams = [int(x) for x in args.streams.split(",")]
+    t_start = time.time()
+    print("# %s  load_test.py %s" % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                     " ".join(sys.argv[1:])))
+    print("# %d CPUs, load average before: %s" % (os.cpu_count() or 0, load_avg()))
+    for path, flag in ((args.tq, "version"), (args.llama_server, "--version")):
+        if path:
+            print("# %s %s: %s" % (path, flag, version_of(path, flag)))
+    print()
     servers = []
     try:
         if args.tq:
@@ -243,7 +273,15 @@ def main():
                 if ok:
                     sv["ref"][pi] = text
         rows = []
+        t_rounds = time.time()
         for rd in range(args.rounds):
+            spent = time.time() - t_start
+            if rd and args.max_seconds and spent + (time.time() - t_rounds) / rd > args.max_seconds:
+                print("[budget] %d of %d rounds run: one more would pass --max-seconds %.0f" %
+                      (rd, args.rounds, args.max_seconds), file=sys.stderr)
+                print("# --max-seconds %.0f: %d of %d rounds run\n" %
+                      (args.max_seconds, rd, args.rounds))
+                break
             for n in args.streams:
                 for sv in servers:  # interleaved: the servers take turns level by level
                     r = run_level(sv["port"], "tq-model", n, args.requests, args.max_tokens,
@@ -282,11 +320,25 @@ def main():
                   (a["server"], n, a["rounds"], a["requests"], a["errors"], a["differ"],
                    a["tok_s"], a["ratio"], a["p50_s"], a["p99_s"], a["ttft_p50_s"],
                    a["ttft_p99_s"]))
+    print()
+    top, one = args.streams[-1], args.streams[0]
+    for sv in servers:
+        a = agg.get((sv["name"], top))
+        if a and one == 1:
+            print("%s: %d streams give %.2fx its single-stream aggregate tok/s%s" %
+                  (sv["name"], top, a["ratio"],
+                   " (issue 15's target: >= 3x)" if sv["name"] == "tq" else ""))
     for n in args.streams:
         a, b = agg.get(("tq", n)), agg.get(("llama.cpp", n))
         if a and b and b["tok_s"] > 0:
-            print("%d streams: tq/llama.cpp aggregate tok/s %.2f, p99 latency %.2f" %
-                  (n, a["tok_s"] / b["tok_s"], a["p99_s"] / b["p99_s"]))
+            print("%d streams: tq/llama.cpp aggregate tok/s %.2f, p99 latency %.2f, TTFT p99 %.2f"
+                  % (n, a["tok_s"] / b["tok_s"], a["p99_s"] / b["p99_s"],
+                     a["ttft_p99_s"] / b["ttft_p99_s"] if b["ttft_p99_s"] > 0 else float("nan")))
+    errs = sum(r["errors"] for r in rows)
+    print("errors in all: %d; answers that differ from the same prompt answered alone: %s" %
+          (errs, ", ".join("%s %d" % (sv["name"], sum(r["differ"] for r in rows
+                                                       if r["server"] == sv["name"]))
+                           for sv in servers)))
     # tq's own clock of its batched forward passes (decode-only steps, all levels and rounds):
     # the engine's batch scaling without HTTP, clients and prefill in the way
     ks = sorted(k for (name, k) in tqm if name == "tq_decode_steps_total" and k)
@@ -304,6 +356,7 @@ def main():
             base = base or (tps if k == 1 else None)
             print("| %d | %d | %.2f | %.1f | %s |" % (k, n_st, 1e3 * secs / n_st, tps,
                                                    "%.2f" % (tps / base) if base else "-"))
+    print("\n# load average after: %s; %.0f s in all" % (load_avg(), time.time() - t_start))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "tq_metrics": {"%s/%s" % k: v for k, v in tqm.items()}},

@@ -233,17 +233,16 @@ static int lm_pair_bits(int L)
 
 static int lm_index(const tq_kv_lm_code *c, float t)
 {
-    int lo = 0, hi = c->levels - 1; /* answer in [lo, hi]: #{k : t > B_k} by bisection */
-    if (!(t == t))
-        return 0;
-    while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (t > c->bnd[mid])
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* #{k : t > B_k} over the L-1 sorted boundaries, by a halving search whose only decision is
+     * a select (no data-dependent branch: encoding a 181-level code was ~8 mispredicted branches
+     * per element); the answer stays in [lo, lo + len]. NaN compares false everywhere: 0. */
+    int lo = 0, len = c->levels - 1;
+    while (len > 1) {
+        const int h = len / 2;
+        lo = t > c->bnd[lo + h - 1] ? lo + h : lo;
+        len -= h;
     }
-    return lo;
+    return lo + (t > c->bnd[lo]);
 }
 
 /* nb (<= 16) bits at stream bit bitpos: touches only the (sh + nb + 7) / 8 bytes they occupy */

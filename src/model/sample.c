@@ -397,6 +397,28 @@ static tq_status filter(tq_sampler *s, const float *logits, int64_t *n_out, doub
     return TQ_OK;
 }
 
+/* Greedy with no penalty in effect: one pass over the row, no candidate copy. The same choice
+ * as load() + the argmax of filter(): NaN counts as -inf, +inf as FLT_MAX, ties go to the lower
+ * id (strictly greater wins), a row without a finite logit is an error. */
+static tq_status greedy_1pass(const tq_sampler *s, const float *logits, int32_t *token)
+{
+    float best = -INFINITY;
+    int64_t at = -1;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        float v = logits[i];
+        v = isnan(v) ? -INFINITY : v == INFINITY ? FLT_MAX : v;
+        if (v > best) {
+            best = v;
+            at = i;
+        }
+    }
+    if (at < 0)
+        return TQ_FAIL(TQ_E_ARG, "sampler: no finite logit in a row of %lld (all NaN or -inf)",
+                       (long long)s->n_vocab);
+    *token = (int32_t)at;
+    return TQ_OK;
+}
+
 tq_status tq_sampler_sample(tq_sampler *s, const float *logits, int32_t *token)
 {
     int64_t n;
@@ -405,6 +427,9 @@ tq_status tq_sampler_sample(tq_sampler *s, const float *logits, int32_t *token)
 
     if (!s || !logits || !token)
         return TQ_FAIL(TQ_E_ARG, "tq_sampler_sample: NULL argument");
+    if (s->p.temperature == 0.0f && (s->p.repeat_penalty == 1.0f || s->hist_n == 0) &&
+        s->n_seen == 0)
+        return greedy_1pass(s, logits, token);
     if ((st = filter(s, logits, &n, &z)))
         return st;
     if (n == 1) {

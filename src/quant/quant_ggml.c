@@ -5,10 +5,10 @@
  * Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 follow the reference rules of ggml (the ones the `gguf` Python
  * package re-implements), so their bytes equal that package's quantize() output
  * (tests/test_quant_blocks.c checks it on golden data). The K types (Q4_K Q5_K Q6_K) have no
- * reference quantizer in that package; ours is a plain min/max fit per sub-block with the
- * 6-bit (Q4_K, Q5_K) or 8-bit (Q6_K) sub-scales rounded against the super-block scale, then each
- * weight rounded to nearest with its final scale; the decoded values are checked against the
- * package's dequantization and against round-trip error bounds. No allocation; pure functions
+ * reference quantizer in that package; ours searches the sub-block scales (see "K types"
+ * below) and never writes a block with a larger weighted error than the plain min/max fit;
+ * the decoded values are checked against the package's dequantization and against round-trip
+ * error bounds. No allocation; pure functions
  * (the library builds with -ffp-contract=off). */
 #include <math.h>
 #include <string.h>
@@ -139,7 +139,18 @@ static void q5_1(const float *x, uint8_t *b)
     pack5(q, b + 4, b + 8);
 }
 
-/* ---- K types (256-element super-blocks) ------------------------------------------------------ */
+/* ---- K types (256-element super-blocks) ------------------------------------------------------
+ * Two candidates per super-block, the one with the smaller weighted squared error is written:
+ *  RTN:    per sub-block min/max fit, sub-scales rounded against the super-block scale, every
+ *          weight rounded to nearest (the first quantizer of this file);
+ *  search: per sub-block a search over the scale (a few grid points around the min/max fit,
+ *          each followed by a weighted least-squares fit of scale and offset to the codes it
+ *          gives), the idea of ggml's make_qkx2_quants / make_qx_quants (its reference
+ *          quantizers, which llama-quantize uses without an imatrix); then the sub-scales are
+ *          rounded to their 6/8-bit codes and, ours, the super-block scales (d, dmin) are
+ *          refitted by least squares to the final codes, kept while that lowers the error.
+ * Weights of the error (ggml's choice for K types): w = rms(sub-block) + |x|. So the written
+ * block never has a larger weighted error than RTN (tests/test_quant_blocks.c checks it). */
 static int clampi(int v, int lo, int hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
@@ -150,11 +161,54 @@ static int rnd(float v)
     return (int)nearbyintf(v);
 }
 
-/* Q4_K / Q5_K shared part: 8 sub-blocks of 32, w = d*sc*q - dmin*m, q in [0, qmax].
- * Fits sub-block scale s = (max - min') / qmax and offset m = -min' with min' = min(min, 0),
- * rounds sc, m to 6 bits against d = max(s)/63, dmin = max(m)/63, then q = round((w + M)/S)
- * with the stored (f16-rounded) values. Writes d, dmin, scales[12]; q[256] out. */
-static void k_scales(const float *x, int qmax, uint8_t *b, int *q)
+static float f16r(float v)
+{
+    return tq_f16_to_f32(tq_f32_to_f16(v));
+}
+
+/* the error weights of one sub-block of n */
+static void err_weights(const float *x, int n, float *w)
+{
+    float s2 = 0.0f;
+    for (int l = 0; l < n; l++)
+        s2 += x[l] * x[l];
+    const float av = sqrtf(s2 / (float)n);
+    for (int l = 0; l < n; l++)
+        w[l] = av + fabsf(x[l]);
+}
+
+/* A Q4_K / Q5_K super-block before packing: w = d*sc*q - dmin*m, q in [0, qmax]. */
+typedef struct kblk {
+    float d, dmin; /* f16-exact */
+    int sc[8], mi[8], q[256];
+} kblk;
+
+static double kblk_err(const kblk *k, const float *x, const float *w)
+{
+    double e = 0.0;
+    for (int j = 0; j < 8; j++) {
+        const float S = k->d * (float)k->sc[j], M = k->dmin * (float)k->mi[j];
+        for (int l = 0; l < 32; l++) {
+            const double r = (double)(S * (float)k->q[32 * j + l] - M) - x[32 * j + l];
+            e += w[32 * j + l] * r * r;
+        }
+    }
+    return e;
+}
+
+/* codes for fixed d, dmin, sc, mi */
+static void kblk_codes(kblk *k, const float *x, int qmax)
+{
+    for (int j = 0; j < 8; j++) {
+        const float S = k->d * (float)k->sc[j], M = k->dmin * (float)k->mi[j];
+        const float iS = S > 0.0f ? 1.0f / S : 0.0f;
+        for (int l = 0; l < 32; l++)
+            k->q[32 * j + l] = S > 0.0f ? clampi(rnd((x[32 * j + l] + M) * iS), 0, qmax) : 0;
+    }
+}
+
+/* RTN: min/max fit (the offset never above 0), sub-scales against d = max/63 */
+static void k_rtn(const float *x, int qmax, kblk *k)
 {
     float s[8], m[8], smax = 0.0f, mmax = 0.0f;
     for (int j = 0; j < 8; j++) {
@@ -167,52 +221,175 @@ static void k_scales(const float *x, int qmax, uint8_t *b, int *q)
         smax = s[j] > smax ? s[j] : smax;
         mmax = m[j] > mmax ? m[j] : mmax;
     }
-    const float d = tq_f16_to_f32(tq_f32_to_f16(smax / 63.0f));
-    const float dmin = tq_f16_to_f32(tq_f32_to_f16(mmax / 63.0f));
-    int sc[8], mi[8];
+    k->d = f16r(smax / 63.0f);
+    k->dmin = f16r(mmax / 63.0f);
     for (int j = 0; j < 8; j++) {
-        sc[j] = d > 0.0f ? clampi(rnd(s[j] / d), 0, 63) : 0;
-        mi[j] = dmin > 0.0f ? clampi(rnd(m[j] / dmin), 0, 63) : 0;
+        k->sc[j] = k->d > 0.0f ? clampi(rnd(s[j] / k->d), 0, 63) : 0;
+        k->mi[j] = k->dmin > 0.0f ? clampi(rnd(m[j] / k->dmin), 0, 63) : 0;
         /* a rounded-down scale would clip the top; take the next step up when that helps */
-        if (sc[j] < 63 && d > 0.0f && d * (float)sc[j] * (float)qmax < (s[j] * (float)qmax))
-            sc[j]++;
+        if (k->sc[j] < 63 && k->d > 0.0f && k->d * (float)k->sc[j] * (float)qmax < s[j] * (float)qmax)
+            k->sc[j]++;
     }
-    put_f16(b, d);
-    put_f16(b + 2, dmin);
-    uint8_t *k = b + 4;
-    memset(k, 0, 12);
-    for (int j = 0; j < 4; j++) {
-        k[j] = (uint8_t)(sc[j] & 63);
-        k[j + 4] = (uint8_t)(mi[j] & 63);
+    kblk_codes(k, x, qmax);
+}
+
+/* one sub-block of n: the (scale, offset <= 0) of least weighted error over a grid of inverse
+ * scales (qmax + rmin + rdelta * i) / (max - min), i = 0..nstep, and the min/max fit itself */
+static float fit_min_scale(const float *x, const float *w, int n, int qmax, float rmin,
+                           float rdelta, int nstep, float *off)
+{
+    float lo = x[0], hi = x[0], sw = 0.0f, swx = 0.0f;
+    for (int l = 0; l < n; l++) {
+        lo = x[l] < lo ? x[l] : lo;
+        hi = x[l] > hi ? x[l] : hi;
+        sw += w[l];
+        swx += w[l] * x[l];
     }
-    for (int j = 4; j < 8; j++) {
-        k[j + 4] = (uint8_t)((sc[j] & 15) | (mi[j] & 15) << 4);
-        k[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
-        k[j] |= (uint8_t)((mi[j] >> 4) << 6);
+    lo = lo < 0.0f ? lo : 0.0f;
+    if (hi <= lo) {
+        *off = lo;
+        return 0.0f;
     }
-    for (int j = 0; j < 8; j++) {
-        const float S = d * (float)sc[j];
-        const float M = dmin * (float)mi[j];
-        const float iS = S > 0.0f ? 1.0f / S : 0.0f;
-        for (int l = 0; l < 32; l++)
-            q[32 * j + l] = clampi(rnd((x[32 * j + l] + M) * iS), 0, qmax);
+    float bs = (hi - lo) / (float)qmax, bo = lo, best = 0.0f;
+    for (int l = 0; l < n; l++) {
+        const int q = clampi(rnd((x[l] - lo) / bs), 0, qmax);
+        const float r = bs * (float)q + lo - x[l];
+        best += w[l] * r * r;
+    }
+    for (int i = 0; i <= nstep; i++) {
+        const float is = ((float)qmax + rmin + rdelta * (float)i) / (hi - lo);
+        float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
+        int q[32];
+        for (int l = 0; l < n; l++) {
+            q[l] = clampi(rnd((x[l] - lo) * is), 0, qmax);
+            sl += w[l] * (float)q[l];
+            sl2 += w[l] * (float)(q[l] * q[l]);
+            sxl += w[l] * (float)q[l] * x[l];
+        }
+        const float D = sw * sl2 - sl * sl;
+        if (!(D > 0.0f))
+            continue;
+        float s = (sw * sxl - swx * sl) / D, o = (sl2 * swx - sl * sxl) / D;
+        if (o > 0.0f) {
+            o = 0.0f;
+            s = sxl / sl2;
+        }
+        if (!(s > 0.0f))
+            continue;
+        float e = 0.0f;
+        for (int l = 0; l < n; l++) {
+            const float r = s * (float)q[l] + o - x[l];
+            e += w[l] * r * r;
+        }
+        if (e < best) {
+            best = e;
+            bs = s;
+            bo = o;
+        }
+    }
+    *off = bo;
+    return bs;
+}
+
+/* least-squares refit of (d, dmin) to the codes; kept while it lowers the error */
+static void k_refit(kblk *k, const float *x, const float *w, int qmax, double *err)
+{
+    for (int it = 0; it < 3; it++) {
+        double aa = 0, ab = 0, bb = 0, ax = 0, bx = 0;
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) {
+                const double a = (double)k->sc[j] * k->q[32 * j + l], b = -(double)k->mi[j];
+                const double wx = w[32 * j + l], xv = x[32 * j + l];
+                aa += wx * a * a;
+                ab += wx * a * b;
+                bb += wx * b * b;
+                ax += wx * a * xv;
+                bx += wx * b * xv;
+            }
+        const double D = aa * bb - ab * ab;
+        if (!(D > 0.0))
+            return;
+        kblk t = *k;
+        t.d = f16r((float)((ax * bb - ab * bx) / D));
+        t.dmin = f16r((float)((aa * bx - ab * ax) / D));
+        if (!(t.d > 0.0f) || !(t.dmin >= 0.0f))
+            return;
+        kblk_codes(&t, x, qmax);
+        const double e = kblk_err(&t, x, w);
+        if (!(e < *err))
+            return;
+        *k = t;
+        *err = e;
     }
 }
 
-static void q4_k(const float *x, uint8_t *b)
+static void k_search(const float *x, const float *w, int qmax, kblk *k)
+{
+    float s[8], m[8], smax = 0.0f, mmax = 0.0f;
+    const float rmin = qmax == 15 ? -1.0f : -0.5f;
+    const int nstep = qmax == 15 ? 20 : 15;
+    for (int j = 0; j < 8; j++) {
+        float o;
+        s[j] = fit_min_scale(x + 32 * j, w + 32 * j, 32, qmax, rmin, 0.1f, nstep, &o);
+        m[j] = -o;
+        smax = s[j] > smax ? s[j] : smax;
+        mmax = m[j] > mmax ? m[j] : mmax;
+    }
+    const float is = smax > 0.0f ? 63.0f / smax : 0.0f, im = mmax > 0.0f ? 63.0f / mmax : 0.0f;
+    k->d = f16r(smax / 63.0f);
+    k->dmin = f16r(mmax / 63.0f);
+    for (int j = 0; j < 8; j++) {
+        k->sc[j] = clampi(rnd(is * s[j]), 0, 63);
+        k->mi[j] = clampi(rnd(im * m[j]), 0, 63);
+    }
+    kblk_codes(k, x, qmax);
+}
+
+/* the better of RTN and the search (weighted error); writes d, dmin, scales[12]; q out */
+static void k_scales(const float *x, int qmax, uint8_t *b, int *q, int search)
+{
+    float w[256];
+    for (int j = 0; j < 8; j++)
+        err_weights(x + 32 * j, 32, w + 32 * j);
+    kblk r, s;
+    k_rtn(x, qmax, &r);
+    const kblk *k = &r;
+    if (search) {
+        k_search(x, w, qmax, &s);
+        double es = kblk_err(&s, x, w);
+        k_refit(&s, x, w, qmax, &es);
+        k = es < kblk_err(&r, x, w) ? &s : &r;
+    }
+    put_f16(b, k->d);
+    put_f16(b + 2, k->dmin);
+    uint8_t *o = b + 4;
+    memset(o, 0, 12);
+    for (int j = 0; j < 4; j++) {
+        o[j] = (uint8_t)(k->sc[j] & 63);
+        o[j + 4] = (uint8_t)(k->mi[j] & 63);
+    }
+    for (int j = 4; j < 8; j++) {
+        o[j + 4] = (uint8_t)((k->sc[j] & 15) | (k->mi[j] & 15) << 4);
+        o[j - 4] |= (uint8_t)((k->sc[j] >> 4) << 6);
+        o[j] |= (uint8_t)((k->mi[j] >> 4) << 6);
+    }
+    memcpy(q, k->q, sizeof(k->q));
+}
+
+static void q4_k_impl(const float *x, uint8_t *b, int search)
 {
     int q[256];
-    k_scales(x, 15, b, q);
+    k_scales(x, 15, b, q, search);
     uint8_t *qs = b + 16;
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++)
             qs[32 * c + l] = (uint8_t)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
 }
 
-static void q5_k(const float *x, uint8_t *b)
+static void q5_k_impl(const float *x, uint8_t *b, int search)
 {
     int q[256];
-    k_scales(x, 31, b, q);
+    k_scales(x, 31, b, q, search);
     uint8_t *qh = b + 16, *qs = b + 48;
     memset(qh, 0, 32);
     for (int c = 0; c < 4; c++)
@@ -225,26 +402,111 @@ static void q5_k(const float *x, uint8_t *b)
 }
 
 /* Q6_K: 16 sub-blocks of 16, w = d*sc*q, sc int8, q in [-32, 31]. */
-static void q6_k(const float *x, uint8_t *b)
+typedef struct k6blk {
+    float d;
+    int sc[16], q[256]; /* q signed, [-32, 31] */
+} k6blk;
+
+static double k6_err(const k6blk *k, const float *x, const float *w)
 {
-    float s[16], amax = 0.0f, smax = 0.0f;
+    double e = 0.0;
     for (int j = 0; j < 16; j++) {
-        s[j] = signed_absmax(x + 16 * j, 16) / -32.0f;
+        const float S = k->d * (float)k->sc[j];
+        for (int l = 0; l < 16; l++) {
+            const double r = (double)(S * (float)k->q[16 * j + l]) - x[16 * j + l];
+            e += w[16 * j + l] * r * r;
+        }
+    }
+    return e;
+}
+
+static void k6_codes(k6blk *k, const float *x)
+{
+    for (int j = 0; j < 16; j++) {
+        const float S = k->d * (float)k->sc[j];
+        const float iS = S != 0.0f ? 1.0f / S : 0.0f;
+        for (int l = 0; l < 16; l++)
+            k->q[16 * j + l] = S != 0.0f ? clampi(rnd(x[16 * j + l] * iS), -32, 31) : 0;
+    }
+}
+
+/* sub-scales -> int8 codes against d = smax / -128 (smax: the sub-scale of largest magnitude) */
+static void k6_from_scales(k6blk *k, const float *s, const float *x)
+{
+    float amax = 0.0f, smax = 0.0f;
+    for (int j = 0; j < 16; j++)
         if (fabsf(s[j]) > amax) {
             amax = fabsf(s[j]);
             smax = s[j];
         }
+    k->d = f16r(smax / -128.0f);
+    for (int j = 0; j < 16; j++)
+        k->sc[j] = k->d != 0.0f ? clampi(rnd(s[j] / k->d), -128, 127) : 0;
+    k6_codes(k, x);
+}
+
+/* one sub-block of 16, symmetric: the signed scale of least x^2-weighted error over inverse
+ * scales -(32 + 0.1 i) / max, i = -9..9 (max: the element of largest magnitude, sign kept) */
+static float fit_sym_scale(const float *x, int n)
+{
+    const float mx = signed_absmax(x, n);
+    if (mx == 0.0f)
+        return 0.0f;
+    float best = -1.0f, bs = mx / -32.0f;
+    for (int i = -9; i <= 9; i++) {
+        const float is = -(32.0f + 0.1f * (float)i) / mx;
+        float sxl = 0.0f, sl2 = 0.0f;
+        for (int l = 0; l < n; l++) {
+            const int q = clampi(rnd(is * x[l]), -32, 31);
+            const float wl = x[l] * x[l];
+            sxl += wl * x[l] * (float)q;
+            sl2 += wl * (float)(q * q);
+        }
+        /* the error at the optimal scale sxl/sl2 is sum w x^2 - sxl^2/sl2: maximise sxl^2/sl2 */
+        if (sl2 > 0.0f && sxl * sxl / sl2 > best) {
+            best = sxl * sxl / sl2;
+            bs = sxl / sl2;
+        }
     }
-    const float d = tq_f16_to_f32(tq_f32_to_f16(smax / -128.0f));
-    int8_t sc[16];
+    return bs;
+}
+
+static void q6_k_impl(const float *x, uint8_t *b, int search)
+{
+    float w[256], s[16];
+    for (int j = 0; j < 16; j++)
+        err_weights(x + 16 * j, 16, w + 16 * j);
+    k6blk r, k;
+    for (int j = 0; j < 16; j++)
+        s[j] = signed_absmax(x + 16 * j, 16) / -32.0f;
+    k6_from_scales(&r, s, x);
+    for (int j = 0; j < 16; j++)
+        s[j] = search ? fit_sym_scale(x + 16 * j, 16) : s[j];
+    k6_from_scales(&k, s, x);
+    double es = k6_err(&k, x, w);
+    for (int it = 0; search && it < 3; it++) { /* refit d to the codes */
+        double aa = 0.0, ax = 0.0;
+        for (int j = 0; j < 16; j++)
+            for (int l = 0; l < 16; l++) {
+                const double a = (double)k.sc[j] * k.q[16 * j + l];
+                aa += w[16 * j + l] * a * a;
+                ax += w[16 * j + l] * a * x[16 * j + l];
+            }
+        if (!(aa > 0.0))
+            break;
+        k6blk t = k;
+        t.d = f16r((float)(ax / aa));
+        k6_codes(&t, x);
+        const double e = k6_err(&t, x, w);
+        if (!(e < es))
+            break;
+        k = t;
+        es = e;
+    }
+    const k6blk *o = search && es < k6_err(&r, x, w) ? &k : &r;
     int q[256];
-    for (int j = 0; j < 16; j++) {
-        sc[j] = (int8_t)(d != 0.0f ? clampi(rnd(s[j] / d), -128, 127) : 0);
-        const float S = d * (float)sc[j];
-        const float iS = S != 0.0f ? 1.0f / S : 0.0f;
-        for (int l = 0; l < 16; l++)
-            q[16 * j + l] = clampi(rnd(x[16 * j + l] * iS), -32, 31) + 32;
-    }
+    for (int i = 0; i < 256; i++)
+        q[i] = o->q[i] + 32;
     uint8_t *ql = b, *qh = b + 128;
     memset(qh, 0, 64);
     for (int n = 0; n < 2; n++)
@@ -255,8 +517,34 @@ static void q6_k(const float *x, uint8_t *b)
             ql[64 * n + l + 32] = (uint8_t)((q2 & 15) | (q4 & 15) << 4);
             qh[32 * n + l] = (uint8_t)((q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);
         }
-    memcpy(b + 192, sc, 16);
-    put_f16(b + 208, d);
+    for (int j = 0; j < 16; j++)
+        b[192 + j] = (uint8_t)(int8_t)o->sc[j];
+    put_f16(b + 208, o->d);
+}
+
+static void q4_k(const float *x, uint8_t *b)
+{
+    q4_k_impl(x, b, 1);
+}
+
+static void q5_k(const float *x, uint8_t *b)
+{
+    q5_k_impl(x, b, 1);
+}
+
+static void q6_k(const float *x, uint8_t *b)
+{
+    q6_k_impl(x, b, 1);
+}
+
+int tq_ggml_quantize_k_rtn(int type, const float *x, uint8_t *block)
+{
+    switch (type) {
+    case TQ_GGML_Q4_K: q4_k_impl(x, block, 0); return 0;
+    case TQ_GGML_Q5_K: q5_k_impl(x, block, 0); return 0;
+    case TQ_GGML_Q6_K: q6_k_impl(x, block, 0); return 0;
+    default: return -1;
+    }
 }
 
 typedef void (*qblock_fn)(const float *x, uint8_t *b);

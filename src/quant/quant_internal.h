@@ -28,4 +28,9 @@ void tq_affine_dequantize(const uint32_t *codes, const uint16_t *scales_bf16,
                           const uint16_t *biases_bf16, int64_t rows, int64_t cols, int bits,
                           int group, float *out);
 
+/* quant_ggml.c: one 256-value super-block of Q4_K / Q5_K / Q6_K by the plain round-to-nearest
+ * fit alone (sub-block min/max, no search): the baseline the searched quantizer of
+ * tq_ggml_quantize() is tested against. -1 for any other type. */
+int tq_ggml_quantize_k_rtn(int type, const float *x, uint8_t *block);
+
 #endif

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """openai_client.py TQ MODEL -- the `openai` Python package against `tq serve` (a `model` test,
-tests/serve.cmake): models, chat, streaming chat, completions, logprobs (chat, streamed chat,
-completions), presence/frequency penalties, errors. Exits 77 (skip) when the
-package or the model is missing. Loopback only; the server is started and stopped here."""
+tests/serve.cmake): /health while loading, models, chat, streaming chat, completions, the prompt
+cache count, stop, max_completion_tokens, seed, top_k/top_p, logprobs (chat, streamed chat,
+completions), presence/frequency penalties, errors, cancellation by a client that goes away.
+Exits 77 (skip) when the package or the model is missing. Loopback only; the server is started
+and stopped here."""
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 try:
@@ -35,13 +38,37 @@ def check(cond, what):
     fails += 0 if cond else 1
 
 
+def metrics():
+    rq = urllib.request.Request("http://127.0.0.1:%d/metrics" % port,
+                                headers={"Authorization": "Bearer k3y"})
+    body = urllib.request.urlopen(rq, timeout=10).read()
+    out = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
 try:
-    for _ in range(600):
+    # /health answers 503 {"status":"loading model"} until the model is loaded, then 200; whether
+    # a 503 is seen depends on how fast the model loads (reported), anything else fails
+    n503, other = 0, []
+    for _ in range(3000):
         try:
             if urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=2).status == 200:
                 break
+        except urllib.error.HTTPError as e:
+            body = e.read()
+            if e.code == 503 and b"loading" in body:
+                n503 += 1
+            else:
+                other.append((e.code, body[:80]))
         except OSError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.02)
+    check(not other, "/health while loading: %d x 503 'loading model', other answers %s" %
+          (n503, other))
     c = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="k3y", timeout=120)
     ids = [m.id for m in c.models.list().data]
     check(ids == ["smol"], "models.list -> %s" % ids)
@@ -70,6 +97,29 @@ try:
     check(r2.choices[0].text == r.choices[0].text and
           r2.usage.prompt_tokens_details.cached_tokens > 0,
           "prompt cache: cached_tokens %s" % r2.usage.prompt_tokens_details)
+    # sampling fields through the client: stop, max_completion_tokens, seed, top_k/top_p
+    # (top_k 1 and top_p 0.01 keep only the most likely token: the greedy answer at any
+    # temperature)
+    r3 = c.completions.create(model="smol", prompt="The capital of France is", max_tokens=8,
+                              temperature=0, stop=["\n"])
+    want = r.choices[0].text.split("\n")[0]
+    check(r3.choices[0].text == want and r3.choices[0].finish_reason == "stop",
+          "stop ['\\n']: %r (%s), want %r" % (r3.choices[0].text, r3.choices[0].finish_reason,
+                                             want))
+    r3 = c.chat.completions.create(model="smol", messages=msgs, max_completion_tokens=3,
+                                   temperature=0)
+    check(r3.usage.completion_tokens == 3 and r3.choices[0].finish_reason == "length",
+          "max_completion_tokens 3: %d tokens (%s)" % (r3.usage.completion_tokens,
+                                                     r3.choices[0].finish_reason))
+    sa = [c.chat.completions.create(model="smol", messages=msgs, max_tokens=12, temperature=1.0,
+                                    seed=7).choices[0].message.content for _ in range(2)]
+    check(sa[0] == sa[1], "seed 7 at temperature 1, twice: %r / %r" % tuple(sa))
+    for extra in ({"top_k": 1}, {"top_p": 0.01}):
+        kw = {"extra_body": extra} if "top_k" in extra else extra
+        r3 = c.chat.completions.create(model="smol", messages=msgs, max_tokens=16,
+                                       temperature=1.5, seed=3, **kw)
+        check(r3.choices[0].message.content == text,
+              "%s at temperature 1.5 = greedy: %r" % (extra, r3.choices[0].message.content))
     # logprobs: chat (content[] with top_logprobs), streamed, and completions
     import math
     r = c.chat.completions.create(model="smol", messages=msgs, max_tokens=8, temperature=0,
@@ -117,6 +167,41 @@ try:
         check(False, "n=2 refused")
     except openai.BadRequestError as e:
         check("n = 1" in str(e), "n=2 refused: %s" % e)
+    # a client that disconnects cancels its sequence: a streamed and a plain request of 400
+    # tokens, each dropped after its first bytes / a moment; the slots are free again long
+    # before 400 tokens could have been generated, and both are counted as cancelled
+    import http.client
+    import json
+    m0 = metrics()
+    body = {"model": "smol", "messages": msgs, "max_tokens": 400, "temperature": 0,
+            "ignore_eos": True}
+    for stream in (True, False):
+        body["stream"] = stream
+        hc = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        hc.request("POST", "/v1/chat/completions", json.dumps(body),
+                   {"Content-Type": "application/json", "Authorization": "Bearer k3y"})
+        t0 = time.time()
+        if stream:
+            resp = hc.getresponse()
+            first = resp.fp.readline()
+        else:
+            time.sleep(0.3)
+            first = b"(plain: no answer read)"
+        hc.sock.shutdown(socket.SHUT_RDWR)
+        hc.close()
+        m = metrics()
+        while time.time() - t0 < 30 and (m["tq_slots_busy"] > 0 or
+                                          m["tq_requests_cancelled_total"] <
+                                          m0["tq_requests_cancelled_total"] + 1):
+            time.sleep(0.05)
+            m = metrics()
+        gen = m["tq_tokens_generated_total"] - m0["tq_tokens_generated_total"]
+        check(m["tq_slots_busy"] == 0 and m["tq_requests_cancelled_total"] ==
+              m0["tq_requests_cancelled_total"] + 1 and gen < 400,
+              "%s request dropped by its client (first bytes %r): cancelled after %.2f s, %d "
+              "tokens generated, slots busy %d" % ("streamed" if stream else "plain", first[:30],
+                                                   time.time() - t0, gen, m["tq_slots_busy"]))
+        m0 = m
     bad = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="wrong")
     try:
         bad.models.list()
