@@ -128,10 +128,18 @@ static void run_tiny(const char *arch)
     CHECK(tq_session_create(m, &so, &cs) == TQ_OK, "%s: CPU session: %s", arch, tq_last_error());
     CHECK(tq_cuda_session_create(m, bf16, n_ctx, &gs) == TQ_OK, "%s: GPU session: %s", arch,
           tq_last_error());
-    float *lc = malloc((size_t)V * 4), *lg = malloc((size_t)V * 4);
+    /* the same steps kernel by kernel (no_graph): the graph replays the same launches, so the
+     * logits must be the same bits */
+    tq_cuda_session *ge = NULL;
+    tq_cuda_session_opts go = {0};
+    go.no_graph = 1;
+    CHECK(tq_cuda_session_create(m, bf16, n_ctx, &ge) == TQ_OK &&
+              tq_cuda_session_set_opts(ge, &go) == TQ_OK,
+          "%s: GPU session (no graph): %s", arch, tq_last_error());
+    float *lc = malloc((size_t)V * 4), *lg = malloc((size_t)V * 4), *le = malloc((size_t)V * 4);
     double worst = 0.0;
-    int n = 0, top1 = 0, excused = 0;
-    if (cs && gs) {
+    int n = 0, top1 = 0, excused = 0, same = 0;
+    if (cs && gs && ge) {
         const int split = n_prompt > 20 ? 20 : n_prompt;
         int ok = tq_session_eval(cs, prompt, n_prompt, lc) == TQ_OK;
         if (split < n_prompt) /* two GPU calls: the second starts at n_past = split */
@@ -139,6 +147,7 @@ static void run_tiny(const char *arch)
                   tq_cuda_session_eval(gs, prompt + split, n_prompt - split, lg) == TQ_OK;
         else
             ok &= tq_cuda_session_eval(gs, prompt, n_prompt, lg) == TQ_OK;
+        ok &= tq_cuda_session_eval(ge, prompt, n_prompt, le) == TQ_OK;
         CHECK(ok, "%s: prompt eval: %s", arch, tq_last_error());
         for (int s = 0; s <= steps; s++) {
             float margin;
@@ -159,15 +168,30 @@ static void run_tiny(const char *arch)
             CHECK(tq_session_eval(cs, &next, 1, lc) == TQ_OK, "%s: CPU step", arch);
             CHECK(tq_cuda_session_eval(gs, &next, 1, lg) == TQ_OK, "%s: GPU step: %s", arch,
                   tq_last_error());
+            CHECK(tq_cuda_session_eval(ge, &next, 1, le) == TQ_OK, "%s: GPU step (no graph): %s",
+                  arch, tq_last_error());
+            same += !memcmp(lg, le, (size_t)V * 4);
         }
+        long ng = 0, ne = 0, ni = 0, eg = 0;
+        tq_cuda_session_graph_stats(gs, &ng, &ne, &ni);
+        tq_cuda_session_graph_stats(ge, NULL, &eg, NULL);
+        printf("tiny %-7s decode steps as a CUDA graph: %ld (%ld instantiations, %ld eager), "
+               "logits bit-identical to kernel-by-kernel steps at %d/%d\n", arch, ng, ni, ne, same,
+               steps);
+        CHECK(ng >= steps - 1 && eg == steps, "%s: %ld graph steps, %ld eager (no-graph session "
+              "%ld) of %d", arch, ng, ne, eg, steps);
+        CHECK(same == steps, "%s: graph logits differ from kernel-by-kernel at %d of %d steps",
+              arch, steps - same, steps);
         printf("tiny %-7s GPU bf16 cache vs CPU f32 cache: %d positions, top-1 equal %d (+%d "
                "near-ties), max KL %.2e\n", arch, n, top1, excused, worst);
         CHECK(worst < 1e-3, "%s: max KL %.3e >= 1e-3", arch, worst);
     }
     free(lc);
     free(lg);
+    free(le);
     tq_session_free(cs);
     tq_cuda_session_free(gs);
+    tq_cuda_session_free(ge);
     tq_model_free(m);
 }
 

@@ -164,6 +164,76 @@ static int count_entries(const char *dir, const char *sub)
     return n;
 }
 
+
+/* --mix llama: llama-quantize's per-tensor types (llama.cpp's llama_tensor_get_type for Q4_K_M /
+ * Q4_K_S, no imatrix), on the tiny llama (hidden 32, heads*hd 256, ffn 64, 2 layers, untied):
+ * the rule first, then llama.cpp's fallback for rows that are not a block multiple. */
+static int type_of(const tq_gguf *g, const char *name)
+{
+    tq_gguf_tensor_info ti;
+    const int64_t i = tq_gguf_find_tensor(g, name);
+    return i >= 0 && tq_gguf_tensor(g, i, &ti) == TQ_OK ? ti.type : -1;
+}
+
+static void check_mix(void)
+{
+    char src[512], out[512];
+    snprintf(src, sizeof(src), "%s/llama.gguf", base);
+    static const struct {
+        int mix;
+        uint32_t ftype;
+        const char *name;
+        int want;
+    } cases[] = {
+        /* Q4_K_M: layer 1 is in the last eighth -> attn_v / ffn_down Q6_K (rows 32 / 64:
+         * Q8_0); layer 0 stays Q4_K (Q5_0); attn_output rows 256: Q4_K; output Q6_K (Q8_0) */
+        {TQ_QMIX_LLAMA, 15, "blk.0.attn_v.weight", TQ_GGML_Q5_0},
+        {TQ_QMIX_LLAMA, 15, "blk.1.attn_v.weight", TQ_GGML_Q8_0},
+        {TQ_QMIX_LLAMA, 15, "blk.0.ffn_down.weight", TQ_GGML_Q5_0},
+        {TQ_QMIX_LLAMA, 15, "blk.1.ffn_down.weight", TQ_GGML_Q8_0},
+        {TQ_QMIX_LLAMA, 15, "blk.1.attn_output.weight", TQ_GGML_Q4_K},
+        {TQ_QMIX_LLAMA, 15, "output.weight", TQ_GGML_Q8_0},
+        {TQ_QMIX_LLAMA, 15, "token_embd.weight", TQ_GGML_Q5_0},
+        {TQ_QMIX_LLAMA, 15, "blk.1.ffn_norm.weight", TQ_GGML_F32},
+        /* Q4_K_S: attn_v of layers 0-3 Q5_K (rows 32: Q5_1); ffn_down keeps Q4_K (Q5_0) */
+        {TQ_QMIX_LLAMA_S, 14, "blk.0.attn_v.weight", TQ_GGML_Q5_1},
+        {TQ_QMIX_LLAMA_S, 14, "blk.1.attn_v.weight", TQ_GGML_Q5_1},
+        {TQ_QMIX_LLAMA_S, 14, "blk.1.ffn_down.weight", TQ_GGML_Q5_0},
+        {TQ_QMIX_LLAMA_S, 14, "blk.0.attn_output.weight", TQ_GGML_Q4_K},
+        /* pure: every matrix in the type, fallbacks only */
+        {TQ_QMIX_PURE, 15, "blk.1.attn_v.weight", TQ_GGML_Q5_0},
+        {TQ_QMIX_PURE, 15, "output.weight", TQ_GGML_Q5_0},
+    };
+    int last = -1;
+    tq_gguf *g = NULL;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (cases[i].mix != last) {
+            tq_gguf_free(g);
+            g = NULL;
+            snprintf(out, sizeof(out), "%s/mix_%d.gguf", base, cases[i].mix);
+            tq_quantize_opts o;
+            tq_quantize_opts_default(&o);
+            o.src = src;
+            o.out = out;
+            o.type = TQ_GGML_Q4_K;
+            o.mix = cases[i].mix;
+            o.force = 1;
+            tq_quantize_result r;
+            CHECK(tq_quantize(&o, &r) == TQ_OK, "mix %d: %s", cases[i].mix, tq_last_error());
+            CHECK(tq_gguf_open(out, &g) == TQ_OK, "open mix output");
+            uint32_t ft = 0;
+            CHECK(g && tq_gguf_get_u32(g, "general.file_type", &ft) == TQ_OK &&
+                      ft == cases[i].ftype, "mix %d: general.file_type %u", cases[i].mix, ft);
+            last = cases[i].mix;
+        }
+        const int t = g ? type_of(g, cases[i].name) : -1;
+        CHECK(t == cases[i].want, "mix %d: %s is %s, want %s", cases[i].mix, cases[i].name,
+              t >= 0 ? tq_ggml_type_name(t) : "-", tq_ggml_type_name(cases[i].want));
+    }
+    tq_gguf_free(g);
+    printf("mix: llama-quantize's Q4_K_M / Q4_K_S layouts on the tiny llama as expected\n");
+}
+
 static void check_gguf(void)
 {
     char src[512], out[512];
@@ -445,6 +515,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < 4; i++)
         check_arch(arches[i]);
     check_gguf();
+    check_mix();
     check_mlx();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);

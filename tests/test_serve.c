@@ -9,9 +9,12 @@
  * streamed) against the log-softmax of the library's own logits computed here;
  * presence/frequency penalties against a greedy loop applying OpenAI's rule here. Robustness:
  * 200 connections opened at once (200 or 503 each, then still serving), clients that send half
- * a request and stall (closed after --timeout while others are served). --prompt-cache-dir: restored
- * after a restart, refused for another --kv, loadable after kill -9 mid-write. Startup refusals: --parallel x
- * --ctx over --kv-mem, an unknown --kv scheme. Skips (77) when curl is not installed. */
+ * a request and stall (closed after --timeout while others are served), 16 greedy requests at
+ * once against --parallel 8 --chunk 8 (each equal to its lone run). --prompt-cache-dir:
+ * restored after a restart, refused for another --kv and for another model, loadable after
+ * kill -9 mid-write. Startup refusals: --parallel x --ctx over --kv-mem, an unknown --kv
+ * scheme, --kv turbo for a head_dim (192) it does not support. Skips (77) when curl is not
+ * installed. */
 #include <arpa/inet.h>
 #include <json-c/json.h>
 #include <netinet/in.h>
@@ -849,6 +852,21 @@ static void prompt_cache_dir(resp *r, const char *creq)
           r->body);
     post(r, "/v1/completions", creq);
     CHECK(r->code == 200 && cached_of(r) == 0, "another --kv: nothing reused: %s", r->body);
+    stop_server(SIGTERM);
+    /* another model (the head_dim 192 one of the startup refusals), same --kv: refused too */
+    char hd[128];
+    snprintf(hd, sizeof(hd), "%s/hd192", dir);
+    const char *ex3[] = {"--prompt-cache-dir", pc, "-m", hd, NULL};
+    CHECK(start_server_x(ex3) == 0, "restart with another model");
+    f = fopen(log, "r");
+    n = f ? fread(r->body, 1, sizeof(r->body) - 1, f) : 0;
+    r->body[n] = 0;
+    if (f)
+        fclose(f);
+    CHECK(strstr(r->body, "refused") && strstr(r->body, "slot-") && !strstr(r->body, "restored"),
+          "another model: log %s", r->body);
+    const char *pl = strstr(r->body, "tq serve: prompt cache");
+    printf("  another model: %.*s\n", pl ? (int)strcspn(pl, "\n") : 9, pl ? pl : "(no line)");
     stop_server(SIGTERM);
 
     /* kill -9 while snapshots are being written */

@@ -10,7 +10,8 @@ static void usage(void)
 {
     printf("usage: tq quantize -m SRC -o OUT --format gguf|safetensors|mlx [--type T]\n"
            "                   [--bits B --group G] [--rotate]\n"
-           "                   [--seed N] [--keep-embed] [--force] [--dequantize-source]\n"
+           "                   [--mix pure|llama] [--seed N] [--keep-embed] [--force]\n"
+           "                   [--dequantize-source]\n"
            "                   [--stats] [-q]\n\n"
            "Stream SRC tensor by tensor into OUT (written under a temporary name, renamed at the\n"
            "end: an interrupted run leaves nothing at OUT). Provenance (version, this command,\n"
@@ -27,7 +28,13 @@ static void usage(void)
            "                      the weight matrices (1-D tensors stay F32; rows that are not a\n"
            "                      block multiple fall back like llama-quantize: Q4_K->Q5_0,\n"
            "                      Q5_K->Q5_1, Q6_K->Q8_0); safetensors: F32 F16 BF16 (default\n"
-           "                      Q8_0 / BF16)\n"
+           "                      Q8_0 / BF16); Q4_K_M Q5_K_M Q4_K_S Q5_K_S: llama-quantize's\n"
+           "                      file types of those names (= --type Q4_K --mix llama, ...)\n"
+           "  --mix M             gguf: pure (default: every matrix in --type) or llama: the\n"
+           "                      per-tensor types llama-quantize picks for that file type\n"
+           "                      without an imatrix (lm_head / tied embedding Q6_K, or Q8_0\n"
+           "                      where rows are not a multiple of 256; Q4_K/Q5_K: attn_v and\n"
+           "                      ffn_down of 1/8 + 1/8 + every third layer in Q6_K, = *_K_M)\n"
            "  --rotate            fold the rotation: untie embeddings, RMSNorm gains into the\n"
            "                      linears, R1 (Hadamard, hidden) on the residual stream, R2 per\n"
            "                      head on v/o (docs/FORMAT.md \"Rotation fold\"); gemma3: R1 is\n"
@@ -105,7 +112,7 @@ int cmd_quantize(int argc, char **argv)
     }
     tq_quantize_opts o;
     tq_quantize_opts_default(&o);
-    const char *type = NULL, *format = NULL;
+    const char *type = NULL, *format = NULL, *mix = NULL;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -123,7 +130,7 @@ int cmd_quantize(int argc, char **argv)
             quiet = 1;
         else if (!strcmp(a, "-m") || !strcmp(a, "-o") || !strcmp(a, "--format") ||
                  !strcmp(a, "--type") || !strcmp(a, "--seed") || !strcmp(a, "--bits") ||
-                 !strcmp(a, "--group")) {
+                 !strcmp(a, "--group") || !strcmp(a, "--mix")) {
             if (!v) {
                 fprintf(stderr, "tq quantize: '%s' needs a value (see tq quantize --help)\n", a);
                 return 2;
@@ -137,6 +144,13 @@ int cmd_quantize(int argc, char **argv)
                 format = v;
             else if (!strcmp(a, "--type"))
                 type = v;
+            else if (!strcmp(a, "--mix")) {
+                if (strcmp(v, "pure") && strcmp(v, "llama")) {
+                    fprintf(stderr, "tq quantize: --mix '%s': valid: pure, llama\n", v);
+                    return 2;
+                }
+                mix = v;
+            }
             else if (!strcmp(a, "--bits")) {
                 if (cli_int(cmd, a, v, 2, 8, &o.bits))
                     return 2;
@@ -171,9 +185,29 @@ int cmd_quantize(int argc, char **argv)
         return 2;
     }
     o.type = o.format == TQ_QFORMAT_GGUF ? TQ_GGML_Q8_0 : TQ_GGML_BF16;
-    if (type && (o.type = parse_type(type)) < 0) {
+    o.mix = mix && !strcmp(mix, "llama") ? TQ_QMIX_LLAMA : TQ_QMIX_PURE;
+    if (type && strlen(type) == 6 && (type[5] == 'M' || type[5] == 'S' || type[5] == 'm' ||
+                                      type[5] == 's') && type[4] == '_') {
+        char base[8];
+        snprintf(base, sizeof(base), "%.4s", type);
+        if (mix && !strcmp(mix, "pure")) {
+            fprintf(stderr, "tq quantize: --type %s is a llama-quantize mix; --mix pure "
+                            "contradicts it\n", type);
+            return 2;
+        }
+        if ((o.type = parse_type(base)) == TQ_GGML_Q4_K || o.type == TQ_GGML_Q5_K) {
+            o.mix = type[5] == 'S' || type[5] == 's' ? TQ_QMIX_LLAMA_S : TQ_QMIX_LLAMA;
+            type = NULL;
+        } else
+            o.type = -1;
+    }
+    if (o.type < 0 || (type && (o.type = parse_type(type)) < 0)) {
         fprintf(stderr, "tq quantize: --type '%s': valid: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
-                        "Q4_K Q5_K Q6_K\n", type);
+                        "Q4_K Q5_K Q6_K, and the mixes Q4_K_M Q5_K_M Q4_K_S Q5_K_S\n", type);
+        return 2;
+    }
+    if (o.mix != TQ_QMIX_PURE && o.format != TQ_QFORMAT_GGUF) {
+        fprintf(stderr, "tq quantize: --mix llama / *_K_M / *_K_S: GGUF output only\n");
         return 2;
     }
     /* the command line, for the provenance */

@@ -21,6 +21,10 @@
 #   stash / join  the SmolLM2 model over two calls (prep_visit.sh MODEL_PART=aa, then ab)
 #   fwd       the GPU forward's decode bench at 1k/8k/32k (needs the model)
 #   fwdab     A/B of that bench against OLD_TQ (another commit's tq), two interleaved rounds
+#   tiny      test_cuda_fwd on the tiny models only (run where models/ is absent) + its memcheck and
+#             racecheck, test_cuda_api
+#   graphab   the decode bench with the step as one CUDA graph (default) vs --no-graph, two
+#             interleaved rounds (needs the model)
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -220,6 +224,31 @@ PY
                 timeout 150 $bin bench --cuda -m "$model" --kv $kvs --depths 1024,8192,32768 --decode 64 \
                     --check 2 --csv $w/fwdab_${tag}_r$r.csv > $w/fwdab_${tag}_r$r.log 2>&1
                 echo "fwdab $tag round $r rc=$?"; grep -i "tok/s\|decode\|check\|KL" $w/fwdab_${tag}_r$r.log | tail -12
+            done
+        done
+        pack
+        ;;
+    tiny)
+        timeout 120 $B/tests/test_cuda_fwd > $w/tiny_fwd.log 2>&1; echo "test_cuda_fwd (tiny models) rc=$?"
+        grep "tiny\|FAIL\|passed" $w/tiny_fwd.log | head -20
+        timeout 60 $B/tests/test_cuda_api > $w/test_cuda_api.log 2>&1; echo "test_cuda_api rc=$?"; tail -1 $w/test_cuda_api.log
+        for tool in memcheck racecheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_cuda_fwd > $w/tiny_$tool.log 2>&1
+            echo "compute-sanitizer $tool test_cuda_fwd (tiny) rc=$?"; tail -2 $w/tiny_$tool.log
+        done
+        pack
+        ;;
+    graphab)
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        for r in 1 2; do
+            order="graph nograph"; [ $r = 2 ] && order="nograph graph"
+            kvs=bf16,kv8,turbo:k8v3,turbo:k4v3; [ $r = 2 ] && kvs=bf16,turbo:k8v3
+            for tag in $order; do
+                fl=""; [ $tag = nograph ] && fl=--no-graph
+                ck=""; [ $r = 1 ] && ck="--check 2"
+                timeout 200 $TQ bench --cuda -m "$model" --kv $kvs --depths 1024,8192,32768 --decode 64 $ck $fl \
+                    --csv $w/graphab_${tag}_r$r.csv > $w/graphab_${tag}_r$r.log 2>&1
+                echo "graphab $tag round $r rc=$?"; grep "^kv\|^check" $w/graphab_${tag}_r$r.log
             done
         done
         pack

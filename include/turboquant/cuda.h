@@ -177,9 +177,16 @@ typedef struct tq_cuda_session_opts {
     tq_cuda_kv_opts kv; /* every layer's attend calls                                      */
     int no_gemv;        /* 1: decode steps through cuBLAS GEMMs + separate elementwise kernels
                            instead of the fused GEMV kernels (for A/Bs)                     */
+    int no_graph;       /* 1: decode steps launch their kernels one by one instead of as
+                           one CUDA graph per step (for A/Bs)                               */
 } tq_cuda_session_opts;
 /* tq_cuda_session_set_opts() -- set the options of later evals. */
 TQ_API tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o);
+/* tq_cuda_session_graph_stats() -- decode steps (1 token) run as one CUDA graph (*graph) and
+ * eagerly (*eager: no_graph, or a step whose ops could not be captured), and how often the
+ * step graph was instantiated (*inst; the other graph steps updated it in place). NULLs skip. */
+TQ_API tq_status tq_cuda_session_graph_stats(const tq_cuda_session *s, long *graph, long *eager,
+                                             long *inst);
 /* tq_cuda_session_bytes() -- device bytes held: weights (*weights) and KV caches (*kv). */
 TQ_API tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv);
 

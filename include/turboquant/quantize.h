@@ -38,6 +38,18 @@ typedef enum tq_qformat {
                                  * scales/biases per group; config.json "quantization")       */
 } tq_qformat;
 
+/* which matrix gets which GGUF type (tq_quantize_opts.mix) */
+typedef enum tq_qmix {
+    TQ_QMIX_PURE = 0, /* every matrix in `type` (rows that are not a block multiple fall back)  */
+    TQ_QMIX_LLAMA,    /* llama-quantize's layout for the file type named by `type` (no imatrix):
+                       * the lm_head (or the embedding when tied) Q6_K unless `type` is Q8_0,
+                       * Q8_0 where its rows are not a multiple of 256; for Q4_K / Q5_K the *_K_M
+                       * bumps (attn_v and ffn_down of the first and last eighth of the layers
+                       * and of every third layer between: Q6_K), as llama-quantize's "Q4_K"  */
+    TQ_QMIX_LLAMA_S,  /* llama-quantize's Q4_K_S / Q5_K_S: Q4_K_S has attn_v of layers 0-3 and
+                       * ffn_down of the first eighth in Q5_K; the lm_head rule as above       */
+} tq_qmix;
+
 /* fold switches (tq_quantize_opts.fold); 0 = everything exact for the architecture */
 #define TQ_FOLD_GAMMA 1u /* RMSNorm gains into the linears they feed (norms -> ones)          */
 #define TQ_FOLD_R1 2u    /* residual-stream Hadamard R1 (implies TQ_FOLD_GAMMA)               */
@@ -66,6 +78,7 @@ typedef struct tq_quantize_opts {
     tq_qformat format;
     int type;                 /* tq_ggml_type of the weight matrices (F32/F16/BF16 for
                                * safetensors); 1-D tensors are always F32 in GGUF          */
+    int mix;                  /* tq_qmix (GGUF; default TQ_QMIX_PURE)                      */
     int keep_embed;           /* embedding and lm_head written F16 (GGUF) / bf16 (MLX)     */
     int bits, group;          /* MLX affine: bits 2 3 4 5 6 8, group 32 64 128 (4, 64)     */
     int rotate;               /* fold the rotation                                         */

@@ -29,6 +29,8 @@ struct tqc_be {
     int32_t *tok;      // (max_n) token ids
     tq_status err;     // first failure of a void op
     int gemv;
+    cudaGraphExec_t gexec; // the decode step's graph (tqc_be_graph_end), updated in place each step
+    long n_inst, n_update; // graph instantiations and in-place updates so far
 };
 
 namespace {
@@ -72,10 +74,11 @@ __device__ float block_sum(float v, float *red)
     return s;
 }
 
-__global__ void embed_kernel(const __nv_bfloat16 *emb, const int32_t *tok, int dim, float sc, float *x)
+// tok NULL: one token, id tok0 (a kernel parameter: no host copy, so a captured step replays it)
+__global__ void embed_kernel(const __nv_bfloat16 *emb, const int32_t *tok, int32_t tok0, int dim, float sc, float *x)
 {
     const int t = blockIdx.x;
-    const __nv_bfloat16 *e = emb + (size_t)tok[t] * dim;
+    const __nv_bfloat16 *e = emb + (size_t)(tok ? tok[t] : tok0) * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         const float v = __bfloat162float(e[i]);
         x[(size_t)t * dim + i] = sc != 0.0f && sc != 1.0f ? v * sc : v;
@@ -275,8 +278,12 @@ tq_status be_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, flo
     tqc_be *b = (tqc_be *)ctx;
     if (e->dtype != TQ_DTYPE_BF16 || n > b->max_n)
         return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend: embedding lookup takes bf16 rows and <= %d tokens", b->max_n);
+    if (n == 1) {
+        embed_kernel<<<1, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, nullptr, tok[0], (int)e->cols, scale, x);
+        return TQ_OK;
+    }
     TQC_CUDA(cudaMemcpyAsync(b->tok, tok, (size_t)n * 4, cudaMemcpyHostToDevice, b->stream));
-    embed_kernel<<<n, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, b->tok, (int)e->cols, scale, x);
+    embed_kernel<<<n, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, b->tok, 0, (int)e->cols, scale, x);
     return TQ_OK;
 }
 
@@ -433,6 +440,8 @@ extern "C" void tqc_be_free(tqc_be *b)
         return;
     if (b->stream)
         cudaStreamSynchronize(b->stream);
+    if (b->gexec)
+        cudaGraphExecDestroy(b->gexec);
     cudaFree(b->xb);
     cudaFree(b->ys);
     cudaFree(b->tok);
@@ -531,4 +540,60 @@ extern "C" void tqc_be_set_gemv(tqc_be *b, int on)
 extern "C" size_t tqc_be_kv_bytes(const tq_cuda_kv *c)
 {
     return tqc_kv_device_bytes(c);
+}
+
+extern "C" tq_status tqc_be_graph_begin(tqc_be *b)
+{
+    BE_TRY(b, cudaGetLastError()); // an earlier failure is reported, not captured over
+    if (b->err != TQ_OK)
+        return tqc_be_status(b);
+    // relaxed: the ops may call cudaMalloc-class functions (they are not stream work); a stream
+    // synchronize or a host copy inside the capture invalidates it, and tqc_be_graph_end says so
+    TQC_CUDA(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeRelaxed));
+    return TQ_OK;
+}
+
+extern "C" int tqc_be_graph_end(tqc_be *b, int launch)
+{
+    cudaGraph_t g = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(b->stream, &g);
+    const bool bad = e != cudaSuccess || !g || b->err != TQ_OK;
+    b->err = TQ_OK;
+    (void)cudaGetLastError();
+    if (bad || !launch) {
+        if (g)
+            cudaGraphDestroy(g);
+        return 0;
+    }
+    if (b->gexec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(b->gexec, g, &info) == cudaSuccess) {
+            b->n_update++;
+        } else { // another topology (the attention's plan changed): instantiate anew
+            (void)cudaGetLastError();
+            cudaGraphExecDestroy(b->gexec);
+            b->gexec = nullptr;
+        }
+    }
+    if (!b->gexec) {
+        if (cudaGraphInstantiate(&b->gexec, g, 0) != cudaSuccess) {
+            (void)cudaGetLastError();
+            b->gexec = nullptr;
+            cudaGraphDestroy(g);
+            return 0;
+        }
+        b->n_inst++;
+    }
+    cudaGraphDestroy(g);
+    if (cudaGraphLaunch(b->gexec, b->stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return 1;
+}
+
+extern "C" void tqc_be_graph_counts(const tqc_be *b, long *inst, long *update)
+{
+    *inst = b->n_inst;
+    *update = b->n_update;
 }

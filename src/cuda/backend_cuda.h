@@ -40,5 +40,16 @@ void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on);
 size_t tqc_be_kv_bytes(const tq_cuda_kv *c);
 /* 0: decode products through cuBLAS like prefill (for A/Bs), 1: fused GEMV kernels (default) */
 void tqc_be_set_gemv(tqc_be *b, int on);
+/* A decode step as one CUDA graph: tqc_be_graph_begin() starts capturing the context's stream
+ * (the ops then record instead of run); tqc_be_graph_end() ends the capture and, when launch is
+ * 1 and the capture is valid, updates the context's executable graph in place with it
+ * (cudaGraphExecUpdate: the same topology with the new position, token and splits; a changed
+ * topology is instantiated anew) and launches it: 1. 0: nothing ran (capture invalidated by an op
+ * that cannot be captured, e.g. a cache growing its workspace, or launch 0); the caller undoes
+ * its host-side state and runs the step eagerly. Errors of the capture are cleared. */
+tq_status tqc_be_graph_begin(tqc_be *b);
+int tqc_be_graph_end(tqc_be *b, int launch);
+/* instantiations and in-place updates of the step graph so far */
+void tqc_be_graph_counts(const tqc_be *b, long *inst, long *update);
 
 #endif

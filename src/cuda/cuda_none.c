@@ -217,6 +217,24 @@ void tqc_be_set_gemv(tqc_be *b, int on)
     (void)b, (void)on;
 }
 
+tq_status tqc_be_graph_begin(tqc_be *b)
+{
+    (void)b;
+    return NO_CUDA("tqc_be_graph_begin");
+}
+
+int tqc_be_graph_end(tqc_be *b, int launch)
+{
+    (void)b, (void)launch;
+    return 0;
+}
+
+void tqc_be_graph_counts(const tqc_be *b, long *inst, long *update)
+{
+    (void)b;
+    *inst = *update = 0;
+}
+
 /* never called: tqc_be_create() fails first */
 const tq_backend tq_backend_cuda = {"cuda (not built)", 0, 0, 0, 0, 0, 0, 0};
 #else

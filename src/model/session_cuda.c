@@ -23,6 +23,8 @@ struct tq_cuda_session {
     tq_run_state rs;          /* device buffers for `chunk` tokens                     */
     float *logits;            /* (vocab) device                                        */
     int chunk;
+    int graph;                /* decode steps (1 token) as one CUDA graph (default)    */
+    long n_graph, n_eager;    /* decode steps run as a graph / eagerly                 */
     int64_t n_past, n_ctx;
     size_t weight_bytes, kv_bytes;
 };
@@ -154,6 +156,7 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
     s->cfg = *c;
     s->n_ctx = n_ctx;
+    s->graph = 1;
     const int group = c->n_heads / c->n_kv_heads;
     s->chunk = 64 / group < 1 ? 1 : 64 / group; /* the attention kernel's rows per pass */
     const size_t dim = c->hidden, qd = (size_t)c->n_heads * c->head_dim,
@@ -238,6 +241,26 @@ fail:
     return st;
 }
 
+/* One decode step as a CUDA graph: the forward's ops captured on the backend's stream, the
+ * step graph updated in place and launched (tqc_be_graph_end). The capture records every launch
+ * with this step's position, token and attention plan; it costs host time per op but far less
+ * than a launch, and the GPU runs the step's ~200 kernels without the host in between. 1: the
+ * step ran; 0: nothing ran (an op could not be captured, e.g. a cache growing its workspace):
+ * the caches' lengths are set back and the caller runs the step eagerly. */
+static int graph_step(tq_cuda_session *s, const tq_fwd_item *it, float *logits)
+{
+    if (tqc_be_graph_begin(s->be) != TQ_OK)
+        return 0;
+    const tq_status st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, it, 1, logits, 0);
+    if (tqc_be_graph_end(s->be, st == TQ_OK)) {
+        s->n_graph++;
+        return 1;
+    }
+    for (int il = 0; il < s->cfg.n_layers; il++) /* the appends' host-side lengths */
+        tq_cuda_kv_set_length(s->kv[il], s->n_past);
+    return 0;
+}
+
 tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n,
                                float *logits_last)
 {
@@ -260,8 +283,14 @@ tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_
         const int k = (int)(n - t0 < s->chunk ? n - t0 : s->chunk);
         const int last = t0 + k == n && logits_last;
         const tq_fwd_item it = {s->kv, s->n_past, tokens + t0, k};
-        tq_status st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, &it, 1,
-                                      last ? s->logits : NULL, 0);
+        tq_status st;
+        if (k == 1 && s->graph && graph_step(s, &it, last ? s->logits : NULL)) {
+            s->n_past += k;
+            continue;
+        }
+        st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, &it, 1,
+                            last ? s->logits : NULL, 0);
+        s->n_eager += k == 1;
         if (st == TQ_OK)
             st = tqc_be_status(s->be);
         if (st != TQ_OK)
@@ -305,6 +334,23 @@ tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opt
             return st;
     }
     tqc_be_set_gemv(s->be, !o->no_gemv);
+    s->graph = !o->no_graph;
+    return TQ_OK;
+}
+
+tq_status tq_cuda_session_graph_stats(const tq_cuda_session *s, long *graph, long *eager,
+                                      long *inst)
+{
+    if (!s)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_graph_stats: NULL session");
+    long ni = 0, nu = 0;
+    tqc_be_graph_counts(s->be, &ni, &nu);
+    if (graph)
+        *graph = s->n_graph;
+    if (eager)
+        *eager = s->n_eager;
+    if (inst)
+        *inst = ni;
     return TQ_OK;
 }
 

@@ -249,7 +249,40 @@ static int is_matrix(int role)
            (role >= R_GATE && role <= R_DOWN) || role == R_OTHER;
 }
 
-static void choose_type(const ctx *c, qt *t)
+/* llama-quantize's rule for layer i of n: the first and last eighth, every third between */
+static int more_bits(int i, int n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* the type of a matrix under o->mix before the fallback (llama.cpp's llama_tensor_get_type for
+ * the file types we write, no imatrix, no experts); as_output: the lm_head, or the embedding
+ * of a tied model (llama.cpp quantizes that one as the output) */
+static int mix_type(const ctx *c, const qt *t, int as_output)
+{
+    const tq_quantize_opts *o = c->o;
+    const int T = o->type, n = c->cfg->n_layers;
+    if (o->mix == TQ_QMIX_PURE || tq_ggml_block_size(T) <= 1)
+        return T;
+    if (as_output) {
+        if (T == TQ_GGML_Q8_0)
+            return T;
+        return t->ne[0] % tq_ggml_block_size(T) != 0 ? TQ_GGML_Q8_0 : TQ_GGML_Q6_K;
+    }
+    const int kq = T == TQ_GGML_Q4_K || T == TQ_GGML_Q5_K, l = t->layer;
+    if (!kq || l < 0)
+        return T;
+    if (o->mix == TQ_QMIX_LLAMA) { /* Q4_K_M, Q5_K_M */
+        if ((t->role == R_V || t->role == R_DOWN) && more_bits(l, n))
+            return TQ_GGML_Q6_K;
+        return T;
+    }
+    if (T == TQ_GGML_Q4_K && ((t->role == R_V && l < 4) || (t->role == R_DOWN && l < n / 8)))
+        return TQ_GGML_Q5_K; /* Q4_K_S */
+    return T;
+}
+
+static void choose_type(const ctx *c, qt *t, int as_output)
 {
     const tq_quantize_opts *o = c->o;
     if (o->format == TQ_QFORMAT_MLX) {
@@ -266,7 +299,7 @@ static void choose_type(const ctx *c, qt *t)
         t->out_type = o->format == TQ_QFORMAT_GGUF ? TQ_GGML_F32 : o->type;
         return;
     }
-    int type = o->type;
+    int type = mix_type(c, t, as_output || t->role == R_LMHEAD);
     if (o->keep_embed && (t->role == R_EMBED || t->role == R_LMHEAD))
         type = TQ_GGML_F16;
     t->out_type = fallback_type(type, t->ne[0]);
@@ -366,7 +399,7 @@ static tq_status plan(ctx *c)
         }
         if (t.role == R_LMHEAD)
             have_lm = 1;
-        choose_type(c, &t);
+        choose_type(c, &t, 0);
         tq_status st = add_tensor(c, &t);
         if (st)
             return st;
@@ -380,12 +413,16 @@ static tq_status plan(ctx *c)
         snprintf(t.name, sizeof(t.name), "%s", gguf ? "output.weight" : "lm_head.weight");
         t.role = R_LMHEAD;
         t.fallback = 0;
-        choose_type(c, &t);
+        choose_type(c, &t, 1);
         tq_status st = add_tensor(c, &t);
         if (st)
             return st;
     } else {
         c->untie = 0;
+        if (!have_lm && embed_at >= 0) { /* tied: the embedding is the output too */
+            c->t[embed_at].fallback = 0;
+            choose_type(c, &c->t[embed_at], 1);
+        }
     }
     return TQ_OK;
 }
@@ -706,8 +743,10 @@ static int ggml_to_st(int type)
 }
 
 /* llama.cpp's llama_ftype for general.file_type (informational) */
-static uint32_t file_type_of(int type)
+static uint32_t file_type_of(int type, int mix)
 {
+    if (mix == TQ_QMIX_LLAMA_S && (type == TQ_GGML_Q4_K || type == TQ_GGML_Q5_K))
+        return type == TQ_GGML_Q4_K ? 14 : 16;
     switch (type) {
     case TQ_GGML_F32: return 0;
     case TQ_GGML_F16: return 1;
@@ -822,7 +861,7 @@ static tq_status meta_gguf(ctx *c, tq_gguf_writer *gw, const char *fp)
         st = tq_gguf_writer_copy_kv(gw, c->g, i);
     }
     if (!st)
-        st = tq_gguf_writer_set_u32(gw, "general.file_type", file_type_of(c->o->type));
+        st = tq_gguf_writer_set_u32(gw, "general.file_type", file_type_of(c->o->type, c->o->mix));
     if (!st)
         st = tq_gguf_writer_set_u32(gw, "general.quantization_version", 2);
     char seed[32];
