@@ -1,6 +1,8 @@
 # Native GGUF block-format kernels (issue 14): scalar reference vs AVX2 and vs the dequantizer
 # oracle. The micro-benchmark bench/qdot_bench.c is an executable only (never a test: timing).
 tq_test(test_qdot LABELS fast)
+# The gated activations (cpu/act.h): vector == scalar bit for bit; scalar vs float64 GELU/SiLU.
+tq_test(test_act LABELS fast)
 add_executable(qdot_bench ${PROJECT_SOURCE_DIR}/bench/qdot_bench.c)
 target_include_directories(qdot_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_definitions(qdot_bench PRIVATE _GNU_SOURCE)

@@ -166,7 +166,12 @@ static void consistency(const char *scheme)
 
 /* Gemma 3 270M (Q4_K_M): 18 layers, 5 of 6 sliding (window 512), head_dim 256. After
  * "<bos>The capital of France is" llama.cpp (llama-cpp-python 0.3.36) ranks " the" 19.00, " a"
- * 18.49, " Paris" 18.32, " one" 18.10, " known" 17.70: we must rank the same top 3 first. */
+ * 18.49, " Paris" 18.32, " one" 18.10, " known" 17.70: our #1 must be its #1 and its top 3
+ * must be in our top 5 (as the SmolLM2 check above). Not the exact order of #2..#4: at this
+ * 6-token prompt the f32 logits move by up to 0.4 when the GELU's last bit changes (measured
+ * 2026-12-03: reordering x*x*x inside libm's formula moved logit(Paris) 18.604 -> 18.433;
+ * cpu/act.h's polynomial, max |diff| 1e-6 on every gate value, 18.604 -> 18.216), while KL to
+ * the old GELU over 1020 WikiText positions is < 5e-6 (tq kl, f32 weights and cache). */
 static void run_gemma(tq_dtype wt, const char *scheme)
 {
     static const int32_t prompt[] = {2, 818, 5279, 529, 7001, 563};
@@ -200,8 +205,8 @@ static void run_gemma(tq_dtype wt, const char *scheme)
         int higher = 0;
         for (int v = 0; v < in.vocab_size; v++)
             higher += lg[v] > lg[top3[i]];
-        CHECK(higher == i, "gemma %s/%s: llama.cpp's #%d (%d) is our #%d", tq_dtype_name(wt),
-              scheme, i + 1, top3[i], higher + 1);
+        CHECK(i == 0 ? higher == 0 : higher < 5, "gemma %s/%s: llama.cpp's #%d (%d) is our #%d",
+              tq_dtype_name(wt), scheme, i + 1, top3[i], higher + 1);
     }
     if (st == TQ_OK)
         printf("gemma3 %s/%s: logit(the) %.3f (llama.cpp 18.999), logit(Paris) %.3f (18.324)\n",

@@ -32,7 +32,7 @@ static void usage(FILE *f)
             "  -m, --model PATH      GGUF file or Hugging Face directory (default " GEN_DEFAULT_MODEL ")\n"
             "  -t, --threads N       CPU threads, 0..256 (default 0 = every core)\n"
             "  --weights MODE        native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
-            "  --kv SCHEME           KV cache scheme (default bf16)\n\n"
+            "  --kv SCHEME           KV cache scheme (default " GEN_DEFAULT_KV "; bf16 = unquantized)\n\n"
             "example (compare with llama.cpp: python3 scripts/llamacpp/bench.py --tq build/release/tq):\n"
             "  tq bench -t 2 --depths 0,512\n");
 }

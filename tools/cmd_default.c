@@ -44,8 +44,8 @@ static void repo_root(char *out, size_t cap)
         snprintf(out, cap, "%s", exe);
 }
 
-/* kv_compare() -- the same prompt through a turbo:k8v3 cache, then KV bytes/token and KL per
- * scheme on a built-in text (tools/kv_compare.c). 0 or an exit code. */
+/* kv_compare() -- the same prompt through a bf16 cache, then KV bytes/token and KL per scheme
+ * on a built-in text (tools/kv_compare.c). 0 or an exit code. */
 int kv_compare(const char *cmd, gen_ctx *g, gen_args *a, const int32_t *ids, int64_t n_ids);
 
 int cmd_default(int argc, char **argv)
@@ -120,7 +120,7 @@ int cmd_default(int argc, char **argv)
     printf("prompt %lld tokens at %.1f tok/s; %lld tokens generated at %.1f tok/s\n",
            (long long)st.n_prompt, st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0.0,
            (long long)st.n_gen, st.decode_s > 0 ? st.n_gen / st.decode_s : 0.0);
-    if ((rc = kv_compare(cmd, &g, &a, ids, n_ids))) /* TurboQuant KV side by side */
+    if ((rc = kv_compare(cmd, &g, &a, ids, n_ids))) /* the unquantized KV side by side */
         goto out;
     printf("next: tq chat | tq generate -p 'Once upon a time' | tq bench | tq --help\n");
     rc = 0;

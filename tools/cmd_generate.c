@@ -14,7 +14,7 @@ void gen_args_default(gen_args *a)
     a->model = GEN_DEFAULT_MODEL;
     a->threads = 0;
     a->weights = TQ_DTYPE_BF16;
-    a->kv = "bf16";
+    a->kv = GEN_DEFAULT_KV;
     a->ctx = 4096;
     tq_gen_opts_default(&a->gen);
     a->gen.sampling.temperature = 0.7f;
@@ -38,7 +38,8 @@ const char *gen_common_help(void)
            "  --weights MODE        native (default for quantized GGUF: block formats kept in\n"
            "                        memory, int8 activations), native-f32 (f32 activations),\n"
            "                        or bf16 (default otherwise), f16, f32: dequantized at load\n"
-           "  --kv SCHEME           KV cache: bf16 (default), f32, f16, kv8, kv4, turbo[:kXvY], ...\n"
+           "  --kv SCHEME           KV cache: " GEN_DEFAULT_KV " (default), bf16, f32, f16, kv8,\n"
+           "                        kv4, turbo[:kXvY], rot:..., see README \"KV schemes\"\n"
            "  -c, --ctx N           context length in tokens, 0..16777216 (default 4096;\n"
            "                        0 = the model's own)\n"
            "sampling (temperature 0 = greedy; a filter's neutral value switches it off):\n"

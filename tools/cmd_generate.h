@@ -6,6 +6,10 @@
 #include "cli.h"
 
 #define GEN_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+/* the KV cache of tq generate/chat/bench/serve and the main job unless --kv says otherwise:
+ * rotated 6.5-bit block codes, chosen in README "KV cache: the default" (quality and speed
+ * tables in docs/results.md); `--kv bf16` gives the unquantized cache */
+#define GEN_DEFAULT_KV "rot:l181g64/l32g64"
 #define GEN_MAX_CTX (1 << 24) /* the largest -c/--ctx (and --repeat-last-n) accepted */
 
 /* Flags every engine command takes, with their defaults. */

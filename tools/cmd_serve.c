@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "cmd_generate.h"
 #include "env_opts.h"
 #include "model_opts.h"
 #include "serve.h"
@@ -23,7 +24,8 @@ static void usage(FILE *f)
             "  --chat-format F        chatml | llama3 (default: from the model's template)\n"
             "  --host ADDR            address to bind (default 127.0.0.1: this machine only)\n"
             "  --port N               TCP port (default 8080; 0 = any free one, printed)\n"
-            "  --kv SCHEME            KV-cache scheme of every sequence (default bf16)\n"
+            "  --kv SCHEME            KV-cache scheme of every sequence (default " GEN_DEFAULT_KV ";\n"
+            "                         bf16 = unquantized)\n"
             "  --ctx N                context per sequence in tokens (default min(model, 4096))\n"
             "  --parallel N           sequences decoded together (default: as many as fit, <= 8)\n"
             "  --kv-mem BYTES         KV-cache memory limit, K/M/G suffixes (default 90%% of\n"
@@ -259,7 +261,7 @@ int cmd_serve(int argc, char **argv)
     memset(&s, 0, sizeof(s));
     s.o.host = "127.0.0.1";
     s.o.port = 8080;
-    s.o.kv = "bf16";
+    s.o.kv = GEN_DEFAULT_KV;
     tq_model_opts_default(&s.o.wopts);
     s.o.wopts.weight_type = TQ_DTYPE_BF16;
     s.o.max_queue = 64;

@@ -8,6 +8,7 @@ Prints a markdown table (wall tok/s and process CPU ms per token) and writes --j
 usage: python3 scripts/quality/kv_speed.py [--rounds 3] [--steps 8] [--isa avx512|avx2]
        [--isas avx512,avx2] [--llama-lib-avx2 DIR]
        [--bench build/release/tests/test_rot_bench] [--json OUT] [--text FILE]
+       [--schemes bf16,turbo,rot:l181g64/l32g64] [--llama-configs f16,q8_0/q4_0+fa]
 --isas runs every ISA of the list in each round (tq forced to it; llama.cpp through the default
 libllama for avx512 and through an AVX2-only build for avx2, LLAMA_CPP_LIB_PATH=DIR, default
 ../llama-build-avx2/bin next to the repository: cmake -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
@@ -31,6 +32,9 @@ ap.add_argument("--llama-lib-avx2", default=os.environ.get(
     "LLAMA_AVX2_LIB", os.path.join(ROOT, "..", "llama-build-avx2", "bin")))
 ap.add_argument("--bench", default=os.path.join(ROOT, "build/release/tests/test_rot_bench"))
 ap.add_argument("--llama-configs", default="f16,q8_0/q4_0+fa")
+ap.add_argument("--schemes", default="",
+                help="tq schemes, comma list (default: test_rot_bench's own six)")
+ap.add_argument("--depths", default="", help="llama.cpp depths (default its 1024,4096,8192)")
 ap.add_argument("--no-llama", action="store_true")
 ap.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "assets", "corpora",
                                                "wikitext-2-raw-test.txt"),
@@ -58,7 +62,7 @@ if "avx2" in isas and a.isas and not a.no_llama and \
              "(see the usage above) or pass --llama-lib-avx2")
 for r in range(a.rounds):
     for isa in isas:
-        cmd = [a.bench, str(a.steps), "1"] + ([isa] if isa else [])
+        cmd = [a.bench, str(a.steps), "1", isa or "native"] + ([a.schemes] if a.schemes else [])
         for row in run(cmd):
             row["round"], row["isa"] = r, isa or "native"
             rows.append(row)
@@ -68,7 +72,8 @@ for r in range(a.rounds):
                 env["LLAMA_CPP_LIB_PATH"] = a.llama_lib_avx2
             for row in run([sys.executable, "scripts/quality/llamacpp_depth.py", "--steps",
                             str(a.steps), "--rounds", "1", "--configs", a.llama_configs,
-                            "--text", a.text], env):
+                            "--text", a.text] + (["--depths", a.depths] if a.depths else []),
+                           env):
                 row["round"], row["isa"] = r, isa or "native"
                 rows.append(row)
     print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)

@@ -30,6 +30,8 @@ ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--json")
 ap.add_argument("--depths", default="1024,4096,8192")
+ap.add_argument("--repack", choices=["auto", "0", "1"], default="auto",
+                help="ggml's extra weight buffers (AMX/repacked); auto = off when the CPU has AMX")
 ap.add_argument("--configs", default="f16,f16+fa,q8_0+fa",
                 help="comma list of f16, f16+fa, q8_0+fa, q8_0/q4_0+fa")
 ap.add_argument("--text", default=DEF_TEXT,
@@ -42,6 +44,30 @@ if not os.path.isfile(a.text):
              "with --text FILE)")
 txt = open(a.text, encoding="utf-8").read(400000)
 import llama_cpp  # noqa: E402 (after the checks, so a missing text is reported first)
+import llama_cpp.llama_cpp as llama_lib  # noqa: E402
+
+
+def cpu_has_amx():
+    try:
+        return "amx_tile" in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+# --repack auto: off on CPUs with AMX. A GGML_NATIVE libllama built on a Sapphire Rapids class
+# Xeon puts the weights in ggml's AMX buffers, and its AMX matmul segfaults in this VM at the
+# first prompt batch (gdb: ggml_backend_amx_mul_mat); without the extra buffer types the same
+# library runs the plain AVX-512 kernels (tq uses no AMX either). llama-bench: --repack 0.
+REPACK = {"auto": not cpu_has_amx(), "1": True, "0": False}[a.repack]
+if not REPACK:
+    _default_params = llama_lib.llama_model_default_params
+
+    def _no_extra_bufts():
+        p = _default_params()
+        p.use_extra_bufts = False
+        return p
+
+    llama_lib.llama_model_default_params = _no_extra_bufts
 
 CONFIGS = {  # name: (K type, V type, flash attention); a quantized cache is Hadamard-rotated
     "f16": (llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16, False),
@@ -72,7 +98,7 @@ for name in a.configs.split(","):
             llm._ctx.kv_cache_seq_rm(-1, d, -1) if hasattr(llm, "_ctx") else None
             llm.n_tokens = d
         row = {"engine": "llama.cpp", "kv": name, "depth": d, "tok_s": statistics.median(rates),
-               "cpu_ms": statistics.median(cpu), "prefill_s": pre}
+               "cpu_ms": statistics.median(cpu), "prefill_s": pre, "repack": int(REPACK)}
         print(json.dumps(row), flush=True)
         res.append(row)
     del llm

@@ -5,10 +5,11 @@ For each model (default: SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from
   teacher   = the source GGUF dequantized to f32 (tq quantize --type F32 --dequantize-source);
               `tq teacher --weights f32` dumps its logits on each text (ctx 512, CHUNKS windows);
   candidates, all from that F32 GGUF:
-    tq MLX affine g64 RTN at 8/6/4/3/2 bits, without and with --rotate (llama/qwen only: GGUF ->
-      MLX refuses gemma3, whose GGUF norms are stored as 1 + w);
-    tq GGUF Q8_0/Q6_K/Q5_K/Q4_K/Q4_0 without and with --rotate;
-    llama.cpp's llama-quantize (same types, no imatrix) as the peer;
+    tq MLX affine g64 RTN at 8/6/4/3/2 bits, without and with --rotate (gemma3: norms written as
+      w = the GGUF's 1 + w minus 1; --rotate folds R2 only);
+    tq GGUF Q8_0/Q6_K/Q5_K/Q4_K/Q4_0 without and with --rotate (pure: every matrix in the type);
+    tq GGUF with --mix llama (llama-quantize's per-tensor layout: Q6_K, Q5_K_M, Q4_K_M, Q4_0);
+    llama.cpp's llama-quantize (same file types, no imatrix; its "Q4_K"/"Q5_K" are Q4_K_M/Q5_K_M) as the peer;
   each scored by `tq kl --teacher-dump DUMP -m CANDIDATE --weights f32` (MLX directories written
   from a GGUF have no tokenizer files: `--tokenizer` names the teacher GGUF's): the candidate's weights
   as its file defines them, dequantized to f32 at load (no int8-activation error), f32 KV.
@@ -31,13 +32,15 @@ import time
 
 MODELS = {
     "smol": ("SmolLM2-135M-Instruct", "models/SmolLM2-135M-Instruct.Q4_1.gguf", True),
-    "gemma": ("Gemma 3 270M", "models/gemma-3-270m-q4_k_m.gguf", False),
+    "gemma": ("Gemma 3 270M", "models/gemma-3-270m-q4_k_m.gguf", True),
 }
 TEXTS = {
     "wiki": "../shared/assets/corpora/wikitext-2-raw-test.txt",
     "gpl3": "/usr/share/common-licenses/GPL-3",
 }
 GGUF_TYPES = ["Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0"]
+MIX_TYPES = ["Q6_K", "Q5_K", "Q4_K", "Q4_0"]  # --mix llama (Q8_0's mix is pure Q8_0)
+MIX_NAME = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}  # llama-quantize's names of those file types
 AFFINE_BITS = [8, 6, 4, 3, 2]
 
 
@@ -72,7 +75,10 @@ def main():
     ap.add_argument("--out", default="out/quality_table")
     ap.add_argument("--models", default="smol,gemma")
     ap.add_argument("--texts", default="wiki,gpl3")
-    ap.add_argument("--only", default="affine,gguf,llama")
+    ap.add_argument("--only", default="affine,gguf,mix,llama",
+                    help="row groups: affine, gguf (tq, pure types), mix (tq --mix llama), llama")
+    ap.add_argument("--bits", default="8,6,4,3,2", help="affine bits")
+    ap.add_argument("--rot", default="0,1", help="without (0) / with (1) --rotate for tq rows")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -105,15 +111,24 @@ def main():
                 return 1
             dumps[tk] = dump
         cands = []  # (label, group, path, make-command or None)
+        rots = [int(v) for v in a.rot.split(",")]
         if "affine" in only and hf_ok:
-            for rot in (0, 1):
-                for b in AFFINE_BITS:
+            for rot in rots:
+                for b in [int(v) for v in a.bits.split(",")]:
                     p = os.path.join(d, f"mlx{b}g64{'_rot' if rot else ''}")
                     cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "mlx", "--bits", str(b),
                            "--group", "64", "--force"] + (["--rotate"] if rot else [])
                     cands.append((f"tq MLX affine {b}-bit g64{' +rot' if rot else ''}", "affine", p, cmd))
+        if "mix" in only:
+            for rot in rots:
+                for t in MIX_TYPES:
+                    p = os.path.join(d, f"tq_{t}_mix{'_rot' if rot else ''}.gguf")
+                    cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "gguf", "--type", t,
+                           "--mix", "llama", "--force"] + (["--rotate"] if rot else [])
+                    cands.append((f"tq GGUF {MIX_NAME.get(t, t)} (llama mix){' +rot' if rot else ''}", "gguf",
+                                  p, cmd))
         if "gguf" in only:
-            for rot in (0, 1):
+            for rot in rots:
                 for t in GGUF_TYPES:
                     p = os.path.join(d, f"tq_{t}{'_rot' if rot else ''}.gguf")
                     cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "gguf", "--type", t,
@@ -122,7 +137,7 @@ def main():
         if "llama" in only and lq:
             for t in GGUF_TYPES:
                 p = os.path.join(d, f"llama_{t}.gguf")
-                cands.append((f"llama-quantize {t}", "llama", p, [lq, f32, p, t, str(a.threads)]))
+                cands.append((f"llama-quantize {MIX_NAME.get(t, t)}", "llama", p, [lq, f32, p, t, str(a.threads)]))
         for label, grp, p, cmd in cands:
             if not os.path.exists(p) and not run(nice + cmd, p + ".make.log"):
                 continue

@@ -138,14 +138,22 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
-def run_level(port, model, n, m, max_tokens, timeout, ref):
+def req_timeout(timeout, deadline):
+    """the per-request timeout, cut to what is left of the --max-seconds budget (>= 5 s)"""
+    return timeout if deadline is None else max(5.0, min(timeout, deadline - time.time()))
+
+
+def run_level(port, model, n, m, max_tokens, timeout, ref, deadline=None):
     res = []
     lock = threading.Lock()
 
     def client(ci):
         for k in range(m):
+            if deadline is not None and time.time() > deadline:
+                return  # out of budget: no new request (the row shows fewer requests)
             pi = (ci * m + k) % len(PROMPTS)
-            out = one_request(port, model, PROMPTS[pi], max_tokens, (ci + k) % 2 == 0, timeout)
+            out = one_request(port, model, PROMPTS[pi], max_tokens, (ci + k) % 2 == 0,
+                              req_timeout(timeout, deadline))
             with lock:
                 res.append((pi,) + out)
 
@@ -239,6 +247,7 @@ def main():
     args = ap.parse_args()
     args.streams = [int(x) for x in args.streams.split(",")]
     t_start = time.time()
+    deadline = t_start + args.max_seconds if args.max_seconds else None
     print("# %s  load_test.py %s" % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                                      " ".join(sys.argv[1:])))
     print("# %d CPUs, load average before: %s" % (os.cpu_count() or 0, load_avg()))
@@ -268,12 +277,15 @@ def main():
             wait_health(sv["port"], sv["proc"])
             # warm-up + reference answers: every prompt once, alone
             for pi in range(len(PROMPTS)):
+                if deadline is not None and time.time() > deadline:
+                    break
                 ok, text, *_ = one_request(sv["port"], "tq-model", PROMPTS[pi], args.max_tokens,
-                                           False, args.timeout)
+                                           False, req_timeout(args.timeout, deadline))
                 if ok:
                     sv["ref"][pi] = text
         rows = []
         t_rounds = time.time()
+        partial = False
         for rd in range(args.rounds):
             spent = time.time() - t_start
             if rd and args.max_seconds and spent + (time.time() - t_rounds) / rd > args.max_seconds:
@@ -285,7 +297,9 @@ def main():
             for n in args.streams:
                 for sv in servers:  # interleaved: the servers take turns level by level
                     r = run_level(sv["port"], "tq-model", n, args.requests, args.max_tokens,
-                                  args.timeout, sv["ref"])
+                                  args.timeout, sv["ref"], deadline)
+                    if r["requests"] < n * args.requests:
+                        partial = True
                     r["server"], r["round"] = sv["name"], rd
                     rows.append(r)
                     print("[%s] round %d, %d streams: %d req, %d errors, %d differ, %.1f tok/s, "
@@ -293,6 +307,9 @@ def main():
                           (sv["name"], rd, n, r["requests"], r["errors"], r["differ"],
                            r["tok_s"], r["p50_s"], r["p99_s"], r["ttft_p50_s"],
                            r["ttft_p99_s"], r["first_error"]), file=sys.stderr)
+        if partial:
+            print("# --max-seconds %.0f ran out inside a round: some rows have fewer requests "
+                  "(the requests column); compare rows of equal counts\n" % args.max_seconds)
         tqm = tq_metrics(servers[0]["port"]) if args.tq else {}
     finally:
         for sv in servers:

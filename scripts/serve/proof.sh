@@ -17,9 +17,10 @@
 #
 # llama-server gets --no-repack (-nr): on this machine's CPU, which reports AMX, a GGML_NATIVE
 # build compiles ggml-cpu's AMX kernels and they fault (SIGILL at tilezero) on the first batch;
-# -nr turns off ggml-cpu's extra buffer types (AMX and the repacked layouts; Q4_1 has no repacked
-# layout on x86, so the Q4_1 kernels llama.cpp runs are the same). LLAMA_EXTRA= (empty) drops it
-# for a build without AMX.
+# -nr turns off ggml-cpu's extra buffer types (AMX and the repacked layouts; in that tree's
+# ggml-cpu/repack.cpp neither Q4_1 nor Q8_0 (SmolLM2's two block types) has a repacked layout on
+# x86, so the kernels llama.cpp runs are the same). LLAMA_EXTRA= (empty) drops it for a build
+# without AMX.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"

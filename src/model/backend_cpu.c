@@ -2,11 +2,14 @@
  * model's matvec / native block kernels (src/cpu/) on its pool, the session's KV cache
  * (kv->ops->append / attend); elementwise work on the calling thread. The context is the
  * tq_session whose run state is the work space (its model's kernels and pool). This is the
- * arithmetic the forward always had: every CPU result is bit-identical to it. */
+ * arithmetic the forward always had: every CPU result is bit-identical to it, except the gated
+ * activation (GELU/SiLU), since 2026-12-03 cpu/act.h's vectorized own e^x (a few ulp from
+ * libm's tanhf/expf; the same bits at every ISA and batch size). */
 #include <math.h>
 #include <string.h>
 
 #include "core/half.h"
+#include "cpu/act.h"
 #include "model/engine.h"
 
 /* o = x / rms(x) * w over n elements (w NULL = no weight; plus_one: gemma's (1 + w)). */
@@ -61,16 +64,6 @@ static void cpu_rope(void *ctx, float *q, int nh, float *k, int nkv, int64_t n, 
     }
 }
 
-static inline float silu(float x)
-{
-    return x / (1.0f + expf(-x));
-}
-
-static inline float gelu_tanh(float x)
-{
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
 static tq_status cpu_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, float scale,
                            float *x)
 {
@@ -111,14 +104,8 @@ static tq_status cpu_matmul(void *ctx, const tq_be_mm *a)
         cpu_rmsnorm(ctx, a->xn, a->x, a->norm, n, (int)cols, a->eps, a->plus_one);
         x = a->xn;
     } else if (a->pre == TQ_BE_PRE_SILU || a->pre == TQ_BE_PRE_GELU) {
-        const size_t nf = (size_t)n * (size_t)cols;
-        float *h = a->x;
-        if (a->pre == TQ_BE_PRE_GELU)
-            for (size_t i = 0; i < nf; i++)
-                h[i] = gelu_tanh(h[i]) * a->up[i];
-        else
-            for (size_t i = 0; i < nf; i++)
-                h[i] = silu(h[i]) * a->up[i];
+        /* cpu/act.h: one float e^x of our own, the same bits at every ISA */
+        tq_act_glu(a->x, a->up, (size_t)n * (size_t)cols, a->pre == TQ_BE_PRE_GELU);
     }
     if (a->n_out == 1) { /* one product: the single-output kernels */
         const tq_be_out *o = &a->out[0];

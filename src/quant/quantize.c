@@ -243,6 +243,12 @@ static tq_status add_tensor(ctx *c, const qt *t)
     return TQ_OK;
 }
 
+static int is_norm(int role)
+{
+    return role == R_ATTN_NORM || role == R_FFN_NORM || role == R_OUT_NORM ||
+           role == R_POST_ATTN || role == R_POST_FFN || role == R_QK_NORM;
+}
+
 static int is_matrix(int role)
 {
     return role == R_EMBED || role == R_LMHEAD || (role >= R_Q && role <= R_O) ||
@@ -1041,6 +1047,9 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
             if (!st)
                 st = fold_tensor(c, &v, x, &folded);
             s.folded |= folded;
+            if (!st && c->hf && c->cfg->arch == TQ_ARCH_GEMMA3 && is_norm(t->role))
+                for (int64_t j = 0; j < v.n; j++) /* GGUF stores 1 + w, Hugging Face w */
+                    x[j] -= 1.0f;
             if (!st && o->stats)
                 mom_add(&mo, x, v.n);
             if (!st && t->affine) { /* whole tensor (safetensors output is never chunked) */
@@ -1052,7 +1061,8 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
             if (!st)
                 st = tq_ggml_nbytes(t->out_type, v.n, &vb);
             if (!st)
-                st = tq_ggml_quantize(t->out_type, x, v.n, q, vb);
+                st = o->ref_blocks ? tq_ggml_quantize(t->out_type, x, v.n, q, vb)
+                                   : tq_ggml_quantize_search(t->out_type, x, v.n, q, vb);
             if (!st && o->stats && tq_ggml_dequant(t->out_type, q, vb, y, v.n) == TQ_OK)
                 for (int64_t j = 0; j < v.n; j++) {
                     e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
@@ -1098,6 +1108,8 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
 /* config.json of a GGUF source (c->hf): the Hugging Face keys of its config, so that stock tools
  * (transformers, mlx-lm) build the same model; `insert` (the MLX quantization entry) first. No
  * tokenizer files are written (the GGUF holds the vocabulary in another form). */
+static int write_config_gemma3(FILE *f, const tq_model_config *g, int tied, const char *insert);
+
 static tq_status write_config(const ctx *c, const char *dir, const char *insert)
 {
     const tq_model_config *g = c->cfg;
@@ -1119,7 +1131,8 @@ static tq_status write_config(const ctx *c, const char *dir, const char *insert)
                       : g->arch == TQ_ARCH_MISTRAL ? "MistralForCausalLM"
                                                    : "LlamaForCausalLM";
     const int tied = g->tied_embeddings && !c->untie;
-    int ok = f && fprintf(f, "{%s\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
+    int ok = f && g->arch == TQ_ARCH_GEMMA3 ? write_config_gemma3(f, g, tied, insert)
+             : f && fprintf(f, "{%s\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
                              "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
                              "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
                              "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
@@ -1139,6 +1152,44 @@ static tq_status write_config(const ctx *c, const char *dir, const char *insert)
         return TQ_FAIL(TQ_E_IO, "%s/config.json: write failed", dir);
     }
     return tq_atomic_file_commit(af);
+}
+
+/* gemma3 as transformers' Gemma3TextConfig (model_type gemma3_text) spells it; the norms are
+ * written as w (the GGUF's 1 + w minus 1, see run_tensors) */
+static int write_config_gemma3(FILE *f, const tq_model_config *g, int tied, const char *insert)
+{
+    char softcap[2][32];
+    snprintf(softcap[0], sizeof(softcap[0]), "%.9g", (double)g->final_logit_softcap);
+    snprintf(softcap[1], sizeof(softcap[1]), "%.9g", (double)g->attn_logit_softcap);
+    int ok = fprintf(f, "{%s\n  \"architectures\": [\"Gemma3ForCausalLM\"],\n"
+                        "  \"model_type\": \"gemma3_text\",\n  \"hidden_size\": %d,\n"
+                        "  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                        "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n"
+                        "  \"head_dim\": %d,\n  \"vocab_size\": %d,\n"
+                        "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %.9g,\n"
+                        "  \"rope_theta\": %.9g,\n  \"rope_local_base_freq\": %.9g,\n"
+                        "  \"rope_scaling\": null,\n  \"sliding_window\": %d,\n"
+                        "  \"sliding_window_pattern\": %d,\n  \"query_pre_attn_scalar\": %.9g,\n"
+                        "  \"final_logit_softcapping\": %s,\n  \"attn_logit_softcapping\": %s,\n"
+                        "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n"
+                        "  \"tie_word_embeddings\": %s,\n  \"attention_bias\": false,\n"
+                        "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n"
+                        "  \"torch_dtype\": \"bfloat16\",\n  \"layer_types\": [",
+                     insert ? insert : "", g->hidden, g->ffn_hidden, g->n_layers, g->n_heads,
+                     g->n_kv_heads, g->head_dim, g->vocab,
+                     (long long)(g->max_ctx > 0 ? g->max_ctx : 32768), (double)g->rms_eps,
+                     (double)g->rope_theta, (double)g->rope_theta_local, g->sliding_window,
+                     g->sliding_window_pattern,
+                     (double)(g->query_pre_attn_scalar > 0 ? g->query_pre_attn_scalar
+                                                           : (float)g->head_dim),
+                     g->final_logit_softcap > 0 ? softcap[0] : "null",
+                     g->attn_logit_softcap > 0 ? softcap[1] : "null", tied ? "true" : "false",
+                     g->bos_id, g->eos_id) > 0;
+    for (int l = 0; ok && l < g->n_layers; l++)
+        ok = fprintf(f, "%s\"%s\"", l ? ", " : "",
+                     tq_model_config_layer_is_sliding(g, l) ? "sliding_attention"
+                                                            : "full_attention") > 0;
+    return ok && fprintf(f, "],\n  \"turboquant_source\": \"GGUF, written by tq quantize\"\n}\n") > 0;
 }
 
 static const char *const hf_side_files[] = {
@@ -1197,13 +1248,14 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
         goto out;
     }
     c.hf = c.g && o->format != TQ_QFORMAT_GGUF;
-    if (c.hf && (c.cfg->arch == TQ_ARCH_GEMMA3 || c.cfg->rope_scaling != TQ_ROPE_SCALING_NONE ||
-                 c.cfg->sliding_window > 0)) {
+    if (c.hf && (c.cfg->rope_scaling != TQ_ROPE_SCALING_NONE ||
+                 (c.cfg->sliding_window > 0 && c.cfg->arch != TQ_ARCH_GEMMA3))) {
         st = TQ_FAIL(TQ_E_UNSUPPORTED, "%s: GGUF -> safetensors/MLX is written for llama, "
-                     "mistral, qwen2 and qwen3 without RoPE scaling or sliding windows; this is "
-                     "%s%s (gemma3 GGUF norms are stored as 1 + w): write GGUF, or start from "
-                     "the Hugging Face directory", o->src, tq_arch_name(c.cfg->arch),
-                     c.cfg->rope_scaling != TQ_ROPE_SCALING_NONE ? " with RoPE scaling" : "");
+                     "mistral, qwen2 and qwen3 without RoPE scaling or sliding windows, and "
+                     "gemma3; this is %s%s: write GGUF, or start from the Hugging Face directory",
+                     o->src, tq_arch_name(c.cfg->arch),
+                     c.cfg->rope_scaling != TQ_ROPE_SCALING_NONE ? " with RoPE scaling"
+                                                                : " with sliding windows");
         goto out;
     }
     if ((st = setup_fold(&c)) || (st = plan(&c)))

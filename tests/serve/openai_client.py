@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """openai_client.py TQ MODEL -- the `openai` Python package against `tq serve` (a `model` test,
-tests/serve.cmake): models, chat, streaming chat, completions, logprobs (chat, streamed chat,
-completions), presence/frequency penalties, errors. Exits 77 (skip) when the
-package or the model is missing. Loopback only; the server is started and stopped here."""
+tests/serve.cmake): /health while loading, models, chat, streaming chat, completions, the prompt
+cache count, stop, max_completion_tokens, seed, top_k/top_p, logprobs (chat, streamed chat,
+completions), presence/frequency penalties, errors, cancellation by a client that goes away.
+Exits 77 (skip) when the package or the model is missing. Loopback only; the server is started
+and stopped here."""
 import os
 import socket
 import subprocess
@@ -25,8 +27,12 @@ s = socket.socket()
 s.bind(("127.0.0.1", 0))
 port = s.getsockname()[1]
 s.close()
+# --kv bf16: the greedy answers checked below (a reply that repeats itself, so penalties must
+# change it) were picked with the unquantized cache; the default cache answers that prompt
+# without repeating ('Yes, I am yes.')
 proc = subprocess.Popen([tq, "serve", "-m", model, "--port", str(port), "-t", "2", "--parallel",
-                         "2", "--ctx", "1024", "--api-key", "k3y", "--alias", "smol"])
+                         "2", "--ctx", "1024", "--api-key", "k3y", "--alias", "smol",
+                         "--kv", "bf16"])
 fails = 0
 
 
@@ -95,6 +101,29 @@ try:
     check(r2.choices[0].text == r.choices[0].text and
           r2.usage.prompt_tokens_details.cached_tokens > 0,
           "prompt cache: cached_tokens %s" % r2.usage.prompt_tokens_details)
+    # sampling fields through the client: stop, max_completion_tokens, seed, top_k/top_p
+    # (top_k 1 and top_p 0.01 keep only the most likely token: the greedy answer at any
+    # temperature)
+    r3 = c.completions.create(model="smol", prompt="The capital of France is", max_tokens=8,
+                              temperature=0, stop=["\n"])
+    want = r.choices[0].text.split("\n")[0]
+    check(r3.choices[0].text == want and r3.choices[0].finish_reason == "stop",
+          "stop ['\\n']: %r (%s), want %r" % (r3.choices[0].text, r3.choices[0].finish_reason,
+                                             want))
+    r3 = c.chat.completions.create(model="smol", messages=msgs, max_completion_tokens=3,
+                                   temperature=0)
+    check(r3.usage.completion_tokens == 3 and r3.choices[0].finish_reason == "length",
+          "max_completion_tokens 3: %d tokens (%s)" % (r3.usage.completion_tokens,
+                                                     r3.choices[0].finish_reason))
+    sa = [c.chat.completions.create(model="smol", messages=msgs, max_tokens=12, temperature=1.0,
+                                    seed=7).choices[0].message.content for _ in range(2)]
+    check(sa[0] == sa[1], "seed 7 at temperature 1, twice: %r / %r" % tuple(sa))
+    for extra in ({"top_k": 1}, {"top_p": 0.01}):
+        kw = {"extra_body": extra} if "top_k" in extra else extra
+        r3 = c.chat.completions.create(model="smol", messages=msgs, max_tokens=16,
+                                       temperature=1.5, seed=3, **kw)
+        check(r3.choices[0].message.content == text,
+              "%s at temperature 1.5 = greedy: %r" % (extra, r3.choices[0].message.content))
     # logprobs: chat (content[] with top_logprobs), streamed, and completions
     import math
     r = c.chat.completions.create(model="smol", messages=msgs, max_tokens=8, temperature=0,
