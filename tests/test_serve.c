@@ -791,9 +791,13 @@ static void flood(resp *r)
 }
 
 /* clients that send half a request and stall: one stops inside the headers, one inside the
- * body. The server serves others meanwhile and closes both after --timeout (2 s here). */
+ * body. The server serves others meanwhile and closes both after --timeout. Its own server
+ * with --timeout 2 (the other servers keep the default 60 s, so a curl that a loaded machine
+ * starves for 2 s between connecting and sending is not cut off). */
 static void stallers(resp *r)
 {
+    static const char *const fl[] = {"--timeout", "2", NULL};
+    CHECK(start_server_x(fl) == 0, "staller server");
     const char *half[2] = {
         "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty",
         "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " KEY
@@ -821,6 +825,7 @@ static void stallers(resp *r)
     }
     post(r, "/v1/completions", "{\"prompt\":[9,8,7],\"max_tokens\":4,\"temperature\":0}");
     CHECK_CODE(r, 200, "a request after the stalled clients");
+    stop_server(SIGTERM);
 }
 
 /* --prompt-cache-dir: snapshots survive a restart, are refused by name for another --kv, and a
@@ -1008,8 +1013,7 @@ int main(int argc, char **argv)
     CHECK_RUN(cr, 1, "above the limit", "the same model with --kv bf16 gets past the scheme");
     free(cr);
 
-    static const char *const main_flags[] = {"--timeout", "2", NULL};
-    if (start_server_x(main_flags)) {
+    if (start_server_x(NULL)) {
         CHECK(0, "tq serve did not become healthy");
         if (server > 0)
             kill(server, SIGKILL);
@@ -1100,7 +1104,6 @@ int main(int argc, char **argv)
     concurrent(r, 6, 1, "--parallel 2");
 
     logprobs_and_penalties(r);
-    stallers(r);
 
     /* tokenize / detokenize */
     post(r, "/tokenize", "{\"content\":\"Hi!\"}");
@@ -1204,6 +1207,7 @@ int main(int argc, char **argv)
         CHECK(metric(r->body, "tq_forward_prompt_chunks_total") >= 16, "prompt chunks counted");
         stop_server(SIGTERM);
     }
+    stallers(r);
     flood(r);
     prompt_cache_dir(r, creq);
     char cmd[128];

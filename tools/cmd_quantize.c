@@ -10,7 +10,8 @@ static void usage(void)
 {
     printf("usage: tq quantize -m SRC -o OUT --format gguf|safetensors|mlx [--type T]\n"
            "                   [--bits B --group G] [--rotate]\n"
-           "                   [--mix pure|llama] [--seed N] [--keep-embed] [--force]\n"
+           "                   [--mix pure|llama] [--ref-blocks] [--seed N] [--keep-embed]\n"
+           "                   [--force]\n"
            "                   [--dequantize-source]\n"
            "                   [--stats] [-q]\n\n"
            "Stream SRC tensor by tensor into OUT (written under a temporary name, renamed at the\n"
@@ -40,6 +41,9 @@ static void usage(void)
            "                      linears, R1 (Hadamard, hidden) on the residual stream, R2 per\n"
            "                      head on v/o (docs/FORMAT.md \"Rotation fold\"); gemma3: R1 is\n"
            "                      not exact and is skipped (R2 only)\n"
+           "  --ref-blocks        Q4_0 Q5_0 Q4_1 Q5_1 by ggml's reference rules (llama-quantize's\n"
+           "                      bytes without an imatrix) instead of our search of the block\n"
+           "                      scale, which never has a larger weighted error per block\n"
            "  --seed N            rotation seed (default 42)\n"
            "  --keep-embed        embedding and lm_head as F16 (gguf)\n"
            "  --force             replace an existing OUT\n"
@@ -127,6 +131,8 @@ int cmd_quantize(int argc, char **argv)
             o.dequantize_source = 1;
         else if (!strcmp(a, "--stats"))
             o.stats = 1;
+        else if (!strcmp(a, "--ref-blocks"))
+            o.ref_blocks = 1;
         else if (!strcmp(a, "-q"))
             quiet = 1;
         else if (!strcmp(a, "-m") || !strcmp(a, "-o") || !strcmp(a, "--format") ||

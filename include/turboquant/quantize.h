@@ -79,6 +79,9 @@ typedef struct tq_quantize_opts {
     int type;                 /* tq_ggml_type of the weight matrices (F32/F16/BF16 for
                                * safetensors); 1-D tensors are always F32 in GGUF          */
     int mix;                  /* tq_qmix (GGUF; default TQ_QMIX_PURE)                      */
+    int ref_blocks;           /* Q4_0 Q5_0 Q4_1 Q5_1 by ggml's reference rules (the bytes of
+                               * llama-quantize without an imatrix) instead of our scale
+                               * search (never a larger weighted error per block)           */
     int keep_embed;           /* embedding and lm_head written F16 (GGUF) / bf16 (MLX)     */
     int bits, group;          /* MLX affine: bits 2 3 4 5 6 8, group 32 64 128 (4, 64)     */
     int rotate;               /* fold the rotation                                         */

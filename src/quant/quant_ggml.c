@@ -547,6 +547,146 @@ int tq_ggml_quantize_k_rtn(int type, const float *x, uint8_t *block)
     }
 }
 
+/* ---- searched 32-blocks (the pipeline's default; tq_ggml_quantize() keeps ggml's rules) ----
+ * Q4_0 / Q5_0: candidate scales d = max / -(nmax + 0.1 i), i = -9..9 (max: the element of
+ * largest magnitude, sign kept), each followed by the weighted least-squares d for the codes
+ * it gives (rounded to f16, codes re-rounded); Q4_1 / Q5_1: the grid and two-parameter fit of
+ * the K types without the offset <= 0 limit. The reference block (ggml's rule) is a candidate
+ * too, so the written block never has a larger weighted error (w = rms(block) + |x|) than the
+ * one llama-quantize writes without an imatrix: same bytes per block, less error. */
+static double blk_err(int type, const uint8_t *b, const float *x, const float *w)
+{
+    float y[32];
+    tq_ggml_dequant_ref(type, b, tq_ggml_type_size(type), y, 32);
+    double e = 0.0;
+    for (int l = 0; l < 32; l++)
+        e += w[l] * ((double)y[l] - x[l]) * ((double)y[l] - x[l]);
+    return e;
+}
+
+/* symmetric: codes q in [-nmax, nmax - 1] stored as q + nmax, w = d * q */
+static void put_sym(int type, float d, const float *x, uint8_t *b)
+{
+    const int nmax = type == TQ_GGML_Q4_0 ? 8 : 16;
+    d = f16r(d);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int q[32];
+    for (int l = 0; l < 32; l++)
+        q[l] = clampi(rnd(x[l] * id), -nmax, nmax - 1) + nmax;
+    put_f16(b, d);
+    if (type == TQ_GGML_Q4_0)
+        for (int j = 0; j < 16; j++)
+            b[2 + j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    else
+        pack5(q, b + 2, b + 6);
+}
+
+/* asymmetric: w = d * q + m, q in [0, qmax] */
+static void put_asym(int type, float d, float m, const float *x, uint8_t *b)
+{
+    const int qmax = type == TQ_GGML_Q4_1 ? 15 : 31;
+    d = f16r(d);
+    m = f16r(m);
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    int q[32];
+    for (int l = 0; l < 32; l++)
+        q[l] = clampi(rnd((x[l] - m) * id), 0, qmax);
+    put_f16(b, d);
+    put_f16(b + 2, m);
+    if (type == TQ_GGML_Q4_1)
+        for (int j = 0; j < 16; j++)
+            b[4 + j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    else
+        pack5(q, b + 4, b + 8);
+}
+
+static void search32(int type, const float *x, uint8_t *b)
+{
+    float w[32];
+    err_weights(x, 32, w);
+    uint8_t t[24];
+    const size_t bb = tq_ggml_type_size(type);
+    switch (type) { /* the reference block first */
+    case TQ_GGML_Q4_0: q4_0(x, b); break;
+    case TQ_GGML_Q5_0: q5_0(x, b); break;
+    case TQ_GGML_Q4_1: q4_1(x, b); break;
+    default: q5_1(x, b); break;
+    }
+    double best = blk_err(type, b, x, w);
+    if (type == TQ_GGML_Q4_0 || type == TQ_GGML_Q5_0) {
+        const int nmax = type == TQ_GGML_Q4_0 ? 8 : 16;
+        const float mx = signed_absmax(x, 32);
+        if (mx == 0.0f)
+            return;
+        for (int i = -9; i <= 9; i++) {
+            const float is = -((float)nmax + 0.1f * (float)i) / mx;
+            float sxl = 0.0f, sl2 = 0.0f;
+            for (int l = 0; l < 32; l++) {
+                const int q = clampi(rnd(is * x[l]), -nmax, nmax - 1);
+                sxl += w[l] * x[l] * (float)q;
+                sl2 += w[l] * (float)(q * q);
+            }
+            const float cand[2] = {1.0f / is, sl2 > 0.0f ? sxl / sl2 : 0.0f};
+            for (int k = 0; k < 2; k++) {
+                if (cand[k] == 0.0f)
+                    continue;
+                put_sym(type, cand[k], x, t);
+                const double e = blk_err(type, t, x, w);
+                if (e < best) {
+                    best = e;
+                    memcpy(b, t, bb);
+                }
+            }
+        }
+        return;
+    }
+    const int qmax = type == TQ_GGML_Q4_1 ? 15 : 31;
+    float lo, hi, sw = 0.0f, swx = 0.0f;
+    minmax(x, 32, &lo, &hi);
+    if (hi <= lo)
+        return;
+    for (int l = 0; l < 32; l++) {
+        sw += w[l];
+        swx += w[l] * x[l];
+    }
+    for (int i = 0; i <= 20; i++) {
+        const float is = ((float)qmax - 1.0f + 0.1f * (float)i) / (hi - lo);
+        float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
+        for (int l = 0; l < 32; l++) {
+            const int q = clampi(rnd((x[l] - lo) * is), 0, qmax);
+            sl += w[l] * (float)q;
+            sl2 += w[l] * (float)(q * q);
+            sxl += w[l] * (float)q * x[l];
+        }
+        const float D = sw * sl2 - sl * sl;
+        if (!(D > 0.0f))
+            continue;
+        const float d = (sw * sxl - swx * sl) / D, m = (sl2 * swx - sl * sxl) / D;
+        if (!(d > 0.0f))
+            continue;
+        put_asym(type, d, m, x, t);
+        const double e = blk_err(type, t, x, w);
+        if (e < best) {
+            best = e;
+            memcpy(b, t, bb);
+        }
+    }
+}
+
+tq_status tq_ggml_quantize_search(int type, const float *src, int64_t n, void *dst, size_t dst_cap)
+{
+    if (type != TQ_GGML_Q4_0 && type != TQ_GGML_Q5_0 && type != TQ_GGML_Q4_1 &&
+        type != TQ_GGML_Q5_1)
+        return tq_ggml_quantize(type, src, n, dst, dst_cap);
+    size_t need;
+    if (!src || !dst || n < 0 || tq_ggml_nbytes(type, n, &need) || dst_cap < need)
+        return tq_ggml_quantize(type, src, n, dst, dst_cap); /* its error message */
+    uint8_t *o = dst;
+    for (int64_t i = 0; i < n / 32; i++)
+        search32(type, src + 32 * i, o + (size_t)i * tq_ggml_type_size(type));
+    return TQ_OK;
+}
+
 typedef void (*qblock_fn)(const float *x, uint8_t *b);
 
 static qblock_fn block_fn(int type)

@@ -1061,7 +1061,8 @@ static tq_status run_tensors(ctx *c, tq_gguf_writer *gw, tq_st_writer *sw, tq_qu
             if (!st)
                 st = tq_ggml_nbytes(t->out_type, v.n, &vb);
             if (!st)
-                st = tq_ggml_quantize(t->out_type, x, v.n, q, vb);
+                st = o->ref_blocks ? tq_ggml_quantize(t->out_type, x, v.n, q, vb)
+                                   : tq_ggml_quantize_search(t->out_type, x, v.n, q, vb);
             if (!st && o->stats && tq_ggml_dequant(t->out_type, q, vb, y, v.n) == TQ_OK)
                 for (int64_t j = 0; j < v.n; j++) {
                     e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
