@@ -128,11 +128,13 @@ static void run_tiny(const char *arch)
     CHECK(tq_session_create(m, &so, &cs) == TQ_OK, "%s: CPU session: %s", arch, tq_last_error());
     CHECK(tq_cuda_session_create(m, bf16, n_ctx, &gs) == TQ_OK, "%s: GPU session: %s", arch,
           tq_last_error());
-    /* the same steps kernel by kernel (no_graph): the graph replays the same launches, so the
-     * logits must be the same bits */
+    /* the same steps kernel by kernel (no_graph) and without programmatic dependent launch: the
+     * graph replays the same kernels, and a kernel started early (PDL) must wait for its input,
+     * so the logits must be the same bits */
     tq_cuda_session *ge = NULL;
     tq_cuda_session_opts go = {0};
     go.no_graph = 1;
+    go.kv.no_pdl = 1;
     CHECK(tq_cuda_session_create(m, bf16, n_ctx, &ge) == TQ_OK &&
               tq_cuda_session_set_opts(ge, &go) == TQ_OK,
           "%s: GPU session (no graph): %s", arch, tq_last_error());

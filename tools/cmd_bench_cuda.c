@@ -13,7 +13,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tq bench --cuda -m MODEL [--kv LIST] [--depths LIST] [--decode N] [--check N]\n"
-            "                [--seed S] [--merge M] [--no-gemv] [--no-graph] [--csv FILE]\n"
+            "                [--seed S] [--merge M] [--no-gemv] [--no-graph] [--no-pdl]\n"
+            "                [--csv FILE]\n"
             "  the forward pass on GPU 0: weights as bf16, cuBLAS linears, the device KV cache.\n"
             "  -m, --model   GGUF file or safetensors directory (Llama-family blocks)\n"
             "  --kv LIST     comma list of cache schemes (default bf16,kv8,turbo:k8v3); GPU schemes:\n"
@@ -26,6 +27,7 @@ static void usage(FILE *f)
             "  --merge M     split merge of the attention: auto (default), fused, kernel, cluster\n"
             "  --no-gemv     decode linears through cuBLAS + separate elementwise kernels (A/B)\n"
             "  --no-graph    decode steps launch kernel by kernel, not as one CUDA graph (A/B)\n"
+            "  --no-pdl      no programmatic dependent launch (decode GEMVs, reduce) (A/B)\n"
             "  --csv FILE    also write scheme,depth,prefill_tok_s,decode_tok_s,decode_ms rows\n");
 }
 
@@ -169,6 +171,8 @@ int cmd_bench_cuda(int argc, char **argv)
             g_opts.no_gemv = 1;
         else if (!strcmp(a, "--no-graph"))
             g_opts.no_graph = 1;
+        else if (!strcmp(a, "--no-pdl"))
+            g_opts.kv.no_pdl = 1;
         else if (!strcmp(a, "--merge") && v) {
             tq_status ms = tq_cuda_merge_parse(argv[++i], &g_opts.kv.merge);
             if (ms)
@@ -222,9 +226,10 @@ int cmd_bench_cuda(int argc, char **argv)
     printf("model %s: %s, %d layers, dim %d, %d/%d heads, head_dim %d, vocab %d (trained context %d)\n", model_path,
            mi.arch_name, mi.n_layers, mi.dim, mi.n_heads, mi.n_kv_heads, mi.head_dim, mi.vocab_size, mi.max_ctx);
     printf("device %s; decode = 1 token per step, batch 1, logits copied to the host every step; single-token "
-           "linears: %s; step: %s; split merge %d (0 auto, 1 fused, 2 kernel, 3 cluster)\n", dev,
+           "linears: %s; step: %s%s; split merge %d (0 auto, 1 fused, 2 kernel, 3 cluster)\n", dev,
            g_opts.no_gemv ? "cuBLAS (--no-gemv)" : "GEMV kernel",
-           g_opts.no_graph ? "kernel by kernel (--no-graph)" : "one CUDA graph", (int)g_opts.kv.merge);
+           g_opts.no_graph ? "kernel by kernel (--no-graph)" : "one CUDA graph",
+           g_opts.kv.no_pdl ? ", no PDL (--no-pdl)" : "", (int)g_opts.kv.merge);
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv_path && !csv) {
         tq_model_free(m);

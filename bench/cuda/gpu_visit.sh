@@ -23,8 +23,8 @@
 #   fwdab     A/B of that bench against OLD_TQ (another commit's tq), two interleaved rounds
 #   tiny      test_cuda_fwd on the tiny models only (run where models/ is absent) + its memcheck and
 #             racecheck, test_cuda_api
-#   graphab   the decode bench with the step as one CUDA graph (default) vs --no-graph, two
-#             interleaved rounds (needs the model)
+#   graphab   the decode bench with the step as one CUDA graph (default) vs --no-graph (or the
+#             GA_VARIANTS given), two interleaved rounds (needs the model)
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -239,16 +239,19 @@ PY
         pack
         ;;
     graphab)
+        # GA_VARIANTS="name|flags;..." (default: graph = the default step, nograph = --no-graph),
+        # round 1 in that order with every cache and --check 2 on the first, round 2 reversed
         [ -f "$model" ] || { echo "no model $model"; continue; }
+        IFS=';' read -ra gv <<< "${GA_VARIANTS:-graph|;nograph|--no-graph}"
         for r in 1 2; do
-            order="graph nograph"; [ $r = 2 ] && order="nograph graph"
+            order=("${gv[@]}"); [ $r = 2 ] && { order=(); for ((i=${#gv[@]}-1; i>=0; i--)); do order+=("${gv[$i]}"); done; }
             kvs=bf16,kv8,turbo:k8v3,turbo:k4v3; [ $r = 2 ] && kvs=bf16,turbo:k8v3
-            for tag in $order; do
-                fl=""; [ $tag = nograph ] && fl=--no-graph
-                ck=""; [ $r = 1 ] && ck="--check 2"
+            for v in "${order[@]}"; do
+                IFS='|' read -r tag fl <<< "$v"
+                ck=""; [ $r = 1 ] && [ "$v" = "${gv[0]}" ] && ck="--check 2"
                 timeout 200 $TQ bench --cuda -m "$model" --kv $kvs --depths 1024,8192,32768 --decode 64 $ck $fl \
                     --csv $w/graphab_${tag}_r$r.csv > $w/graphab_${tag}_r$r.log 2>&1
-                echo "graphab $tag round $r rc=$?"; grep "^kv\|^check" $w/graphab_${tag}_r$r.log
+                echo "graphab $tag ($fl) round $r rc=$?"; grep "^kv\|^check" $w/graphab_${tag}_r$r.log
             done
         done
         pack

@@ -94,7 +94,8 @@ typedef struct tq_cuda_kv_opts {
     int n_splits;        /* context splits: 0 = automatic, 1..4096 forced              */
     tq_cuda_merge merge; /* how the splits are merged                                  */
     int no_pdl;          /* 1: launch the reduce kernel (MERGE_KERNEL) without programmatic
-                            dependent launch                                            */
+                            dependent launch (in a GPU session's options: the decode
+                            GEMVs of the forward too)                                    */
 } tq_cuda_kv_opts;
 /* tq_cuda_kv_set_opts() -- set the options of later attend calls (TQ_E_ARG on bad values). */
 TQ_API tq_status tq_cuda_kv_set_opts(tq_cuda_kv *c, const tq_cuda_kv_opts *o);

@@ -17,9 +17,10 @@
 #  quality KL(f32 weights dequantized at load || native, q8 activations) and (|| native-f32),
 #          KV cache f32 on both sides, CHUNKS (8) windows of 512 tokens of wikitext-2
 #          (tq teacher + tq kl --teacher-dump); deterministic.
-# MODELS (comma list) replaces the four files. Duration on the 2-vCPU dev box (quiet): speed
-# ~1.3 min per model x thread count at RUNS=3 (~10 min for the default), rss ~0.5 min, quality
-# ~4 min at CHUNKS=8 (the f32 teacher and the native-f32 path are the slow ones).
+# MODELS (comma list) replaces the four files. Duration on the 2-vCPU dev box: speed about
+# 40-50 s per model x thread count at RUNS=3 (~7 min for the default 4 x 2, estimated), rss
+# 45 s, quality 14 min at CHUNKS=8 on a loaded box (2026-12-03; the f32 teacher and the slow
+# native-f32 path dominate; ~4 min per model): the quiet phase wants PARTS="speed rss".
 # Needs: a release build (cmake --preset release && cmake --build --preset release -j 2), the
 # models in models/, ../shared/assets/corpora next to the repository (or TEXT=FILE).
 set -euo pipefail

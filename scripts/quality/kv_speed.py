@@ -9,6 +9,7 @@ usage: python3 scripts/quality/kv_speed.py [--rounds 3] [--steps 8] [--isa avx51
        [--isas avx512,avx2] [--llama-lib-avx2 DIR]
        [--bench build/release/tests/test_rot_bench] [--json OUT] [--text FILE]
        [--schemes bf16,turbo,rot:l181g64/l32g64] [--llama-configs f16,q8_0/q4_0+fa]
+       [--llama-once]
 --isas runs every ISA of the list in each round (tq forced to it; llama.cpp through the default
 libllama for avx512 and through an AVX2-only build for avx2, LLAMA_CPP_LIB_PATH=DIR, default
 ../llama-build-avx2/bin next to the repository: cmake -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
@@ -36,6 +37,11 @@ ap.add_argument("--schemes", default="",
                 help="tq schemes, comma list (default: test_rot_bench's own six)")
 ap.add_argument("--depths", default="", help="llama.cpp depths (default its 1024,4096,8192)")
 ap.add_argument("--no-llama", action="store_true")
+ap.add_argument("--llama-once", action="store_true",
+                help="llama.cpp only in the first round, with --rounds rounds inside one process "
+                     "(one prefill per configuration and ISA instead of one per round: the "
+                     "shorter run for a quiet machine, where load drift does not need the "
+                     "alternation)")
 ap.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "assets", "corpora",
                                                "wikitext-2-raw-test.txt"),
                 help="llama.cpp's prefill text (default: ../shared next to the repository)")
@@ -46,6 +52,8 @@ if not os.path.isfile(a.bench):
              "--target test_rot_bench)")
 
 rows = []  # every measurement of every round
+import time  # noqa: E402
+T0 = time.time()
 
 
 def run(cmd, env=None):
@@ -66,12 +74,13 @@ for r in range(a.rounds):
         for row in run(cmd):
             row["round"], row["isa"] = r, isa or "native"
             rows.append(row)
-        if not a.no_llama:
+        if not a.no_llama and not (a.llama_once and r > 0):
             env = dict(os.environ)
             if isa == "avx2" and a.isas:
                 env["LLAMA_CPP_LIB_PATH"] = a.llama_lib_avx2
             for row in run([sys.executable, "scripts/quality/llamacpp_depth.py", "--steps",
-                            str(a.steps), "--rounds", "1", "--configs", a.llama_configs,
+                            str(a.steps), "--rounds", str(a.rounds if a.llama_once else 1),
+                            "--configs", a.llama_configs,
                             "--text", a.text] + (["--depths", a.depths] if a.depths else []),
                            env):
                 row["round"], row["isa"] = r, isa or "native"
@@ -115,3 +124,4 @@ for isa in isas:
     print_table([x for x in rows if x["isa"] == (isa or "native")])
 if a.json:
     json.dump(rows, open(a.json, "w"), indent=1)
+print(f"kv_speed.py: {time.time() - T0:.0f} s", file=sys.stderr)

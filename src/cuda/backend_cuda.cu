@@ -29,6 +29,7 @@ struct tqc_be {
     int32_t *tok;      // (max_n) token ids
     tq_status err;     // first failure of a void op
     int gemv;
+    int pdl;               // decode GEMVs launched with programmatic dependent launch (sm_90+)
     cudaGraphExec_t gexec; // the decode step's graph (tqc_be_graph_end), updated in place each step
     long n_inst, n_update; // graph instantiations and in-place updates so far
 };
@@ -150,6 +151,24 @@ __global__ void pre_kernel(const float *x, const float *aux, int cols, float eps
     }
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched with it may start while the previous
+// kernel of the stream finishes; pdl_wait() (griddepcontrol.wait) returns once that kernel has
+// completed and its writes are visible, so everything before it may only read data no kernel
+// writes (weights). pdl_trigger() lets the next such kernel start. Both are no-ops otherwise.
+__device__ inline void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ inline void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Decode GEMV over up to 4 outputs of the same input: block b belongs to the output whose
 // block range holds it; 8 warps, one row each. The input (transformed, bf16) is staged in
 // shared memory by every block. cols % 8 == 0, cols <= GEMV_MAXC.
@@ -170,6 +189,26 @@ __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const 
     __shared__ __align__(16) __nv_bfloat16 xs[GEMV_MAXC];
     __shared__ float red[32];
     const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    // this block's output, selected with constant indices (a dynamically indexed kernel
+    // parameter would be copied to local memory by every thread)
+    const __nv_bfloat16 *wk = o.w[0];
+    float *yk = o.y[0];
+    int rows = o.rows[0], acck = o.acc[0], b0 = 0;
+#pragma unroll
+    for (int j = 1; j < 4; j++)
+        if (j < o.n && (int)blockIdx.x >= o.blk_end[j - 1]) {
+            wk = o.w[j], yk = o.y[j], rows = o.rows[j], acck = o.acc[j], b0 = o.blk_end[j - 1];
+        }
+    const int row = ((int)blockIdx.x - b0) * 8 + wid;
+    // the weight row into L2 while the previous kernel finishes (launched with PDL), then wait
+    // for the input it writes
+    if (row < rows) {
+        const char *wp = reinterpret_cast<const char *>(wk + (size_t)row * cols);
+        for (int off = lane * 128; off < cols * 2; off += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(wp + off));
+    }
+    pdl_trigger();
+    pdl_wait();
     float r = 1.0f;
     if constexpr (PRE == TQ_BE_PRE_NORM) {
         float ss = 0.0f;
@@ -191,17 +230,6 @@ __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const 
         xs[i] = __float2bfloat16(v);
     }
     __syncthreads();
-    // this block's output, selected with constant indices (a dynamically indexed kernel
-    // parameter would be copied to local memory by every thread)
-    const __nv_bfloat16 *wk = o.w[0];
-    float *yk = o.y[0];
-    int rows = o.rows[0], acck = o.acc[0], b0 = 0;
-#pragma unroll
-    for (int j = 1; j < 4; j++)
-        if (j < o.n && (int)blockIdx.x >= o.blk_end[j - 1]) {
-            wk = o.w[j], yk = o.y[j], rows = o.rows[j], acck = o.acc[j], b0 = o.blk_end[j - 1];
-        }
-    const int row = ((int)blockIdx.x - b0) * 8 + wid;
     if (row >= rows)
         return;
     const uint4 *wr = reinterpret_cast<const uint4 *>(wk + (size_t)row * cols);
@@ -297,7 +325,16 @@ void be_rmsnorm(void *ctx, float *o, const float *x, const float *w, int64_t row
 template <int PRE>
 void launch_gemv(tqc_be *b, const gemv_outs &o, int cols, const float *src, const float *aux, float eps, int p1)
 {
-    gemv_kernel<PRE><<<o.blk_end[o.n - 1], 256, 0, b->stream>>>(o, cols, src, aux, eps, p1);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)o.blk_end[o.n - 1]);
+    cfg.blockDim = dim3(256);
+    cfg.stream = b->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = b->pdl ? 1 : 0;
+    BE_TRY(b, cudaLaunchKernelEx(&cfg, gemv_kernel<PRE>, o, cols, src, aux, eps, p1));
 }
 
 template <int PRE>
@@ -465,6 +502,10 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows
     b->n_heads = n_heads;
     b->scale = attn_scale;
     b->gemv = 1;
+    int dev = 0, major = 0;
+    b->pdl = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    (void)cudaGetLastError();
     tq_status st = TQ_OK;
     cudaError_t e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
@@ -535,6 +576,14 @@ extern "C" void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on)
 extern "C" void tqc_be_set_gemv(tqc_be *b, int on)
 {
     b->gemv = on;
+}
+
+extern "C" void tqc_be_set_pdl(tqc_be *b, int on)
+{
+    int dev = 0, major = 0;
+    b->pdl = on && cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    (void)cudaGetLastError();
 }
 
 extern "C" size_t tqc_be_kv_bytes(const tq_cuda_kv *c)

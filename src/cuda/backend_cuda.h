@@ -40,6 +40,9 @@ void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on);
 size_t tqc_be_kv_bytes(const tq_cuda_kv *c);
 /* 0: decode products through cuBLAS like prefill (for A/Bs), 1: fused GEMV kernels (default) */
 void tqc_be_set_gemv(tqc_be *b, int on);
+/* 1 (default on sm_90+): the decode GEMVs start under the previous kernel (programmatic
+ * dependent launch: weight rows prefetched into L2, then griddepcontrol.wait); 0: plain launches */
+void tqc_be_set_pdl(tqc_be *b, int on);
 /* A decode step as one CUDA graph: tqc_be_graph_begin() starts capturing the context's stream
  * (the ops then record instead of run); tqc_be_graph_end() ends the capture and, when launch is
  * 1 and the capture is valid, updates the context's executable graph in place with it

@@ -217,6 +217,11 @@ void tqc_be_set_gemv(tqc_be *b, int on)
     (void)b, (void)on;
 }
 
+void tqc_be_set_pdl(tqc_be *b, int on)
+{
+    (void)b, (void)on;
+}
+
 tq_status tqc_be_graph_begin(tqc_be *b)
 {
     (void)b;

@@ -334,6 +334,7 @@ tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opt
             return st;
     }
     tqc_be_set_gemv(s->be, !o->no_gemv);
+    tqc_be_set_pdl(s->be, !o->kv.no_pdl);
     s->graph = !o->no_graph;
     return TQ_OK;
 }
