@@ -1,6 +1,7 @@
 #!/bin/bash
 # ab_bench.sh -- same-run A/B of two tq binaries: interleaved rounds (order alternating) of
-#   tq bench  (prefill + decode, --weights bf16, 1 and 2 threads)  and  tq kv-bench --quick,
+#   tq bench  (prefill + decode, --weights bf16 --kv bf16 (both sides on the same cache, whatever the
+#   CLI default), 1 and 2 threads)  and  tq kv-bench --quick,
 # then the median of each number per binary and the ratio NEW/OLD (> 1 = NEW faster).
 # Usage: scripts/ab_bench.sh OLD_TQ NEW_TQ [ROUNDS=3] [MODEL]
 # Runs from the source tree (models/ there). Prints the table and the machine/load lines.
@@ -12,7 +13,7 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) C
 run_one() { # tag binary round
     local tag=$1 bin=$2 r=$3
     for t in 1 2; do
-        "$bin" bench -m "$model" -t $t --weights bf16 --prefill 256 --batch 256 --decode 16 \
+        "$bin" bench -m "$model" -t $t --weights bf16 --kv bf16 --prefill 256 --batch 256 --decode 16 \
             --depths 128 --runs 3 --json 2>/dev/null >"$out/bench.$tag.t$t.r$r.json"
     done
     "$bin" kv-bench --quick --no-quality 2>/dev/null >"$out/kv.$tag.r$r.txt"

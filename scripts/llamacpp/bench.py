@@ -67,8 +67,8 @@ def llama_once(llm, toks, depths):
     return out
 
 
-def tq_once(tq, model, threads, depths, weights):
-    cmd = [tq, "bench", "-m", model, "-t", str(threads), "--weights", weights, "--json",
+def tq_once(tq, model, threads, depths, weights, kv):
+    cmd = [tq, "bench", "-m", model, "-t", str(threads), "--weights", weights, "--kv", kv, "--json",
            "--prefill", str(N_PREFILL), "--decode", str(N_DECODE),
            "--depths", ",".join(str(d) for d in depths), "--runs", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -93,6 +93,9 @@ def main():
     ap.add_argument("--depths", default="0,128,512,1024")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tq", help="path of the tq binary: also run `tq bench` and print ratios")
+    ap.add_argument("--tq-kv", default="bf16",
+                    help="tq's KV cache (default bf16, like for like with llama.cpp's default f16 "
+                         "cache; tq's own CLI default is a quantized rot: cache)")
     ap.add_argument("--tq-weights", default="auto",
                     help="tq --weights: auto = f16 for an F16 file, native otherwise")
     ap.add_argument("--text", default=DEF_TEXT,
@@ -118,7 +121,7 @@ def main():
         for _ in range(a.runs):
             runs_l.append(llama_once(llm, toks, depths))
             if a.tq:
-                runs_t.append(tq_once(a.tq, model, threads, depths, w))
+                runs_t.append(tq_once(a.tq, model, threads, depths, w, a.tq_kv))
         del llm
         keys = ["prefill"] + [f"decode@{d}" for d in depths]
         for k in keys:

@@ -6,7 +6,8 @@
 #   TQ=build/release/tq RUNS=5 THREADS=1,2 bash scripts/llamacpp/native_table.sh
 #
 # Parts (PARTS, default "speed rss quality"; each prints its own wall time at the end):
-#  speed   scripts/llamacpp/bench.py, tq and llama.cpp repetitions interleaved: prefill 512 and
+#  speed   scripts/llamacpp/bench.py, tq and llama.cpp repetitions interleaved (tq with --kv bf16 vs
+#          llama.cpp's default f16 cache; TQ_KV=S for another tq cache): prefill 512 and
 #          decode at DEPTHS (0,512), THREADS (1,2), RUNS (3) medians, on SmolLM2's own Q4_1 file,
 #          Gemma 3 270M Q4_K_M, and a Q4_0 and a Q8_0 file written by `tq quantize` from the Q4_1
 #          file (their weights are a requantization: the speed comparison is what they are for).
@@ -52,7 +53,7 @@ case " $PARTS " in *" speed "*)
     echo "== speed: tq --weights native vs llama.cpp, threads $THREADS, depths $DEPTHS, runs $RUNS"
     if [ -n "${LLAMA_LIB:-}" ]; then export LLAMA_CPP_LIB_PATH="$LLAMA_LIB"; fi
     python3 scripts/llamacpp/bench.py --tq "$TQ" --threads "$THREADS" --depths "$DEPTHS" \
-        --runs "$RUNS" --models "$MODELS" --text "$TEXT" | grep -v '^JSON'
+        --runs "$RUNS" --models "$MODELS" --text "$TEXT" --tq-kv "${TQ_KV:-bf16}" | grep -v '^JSON'
     TIMES="$TIMES speed $(($(date +%s) - t)) s;"
 esac
 case " $PARTS " in *" rss "*)
