@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "cuda/kv_cuda.cuh"
+#include "cuda/pdl.cuh"
 
 extern "C" {
 #include "cuda/backend_cuda.h"
@@ -149,24 +150,6 @@ __global__ void pre_kernel(const float *x, const float *aux, int cols, float eps
             v = xr[i];
         xb[(size_t)blockIdx.x * cols + i] = __float2bfloat16(v);
     }
-}
-
-// Programmatic dependent launch (sm_90): a kernel launched with it may start while the previous
-// kernel of the stream finishes; pdl_wait() (griddepcontrol.wait) returns once that kernel has
-// completed and its writes are visible, so everything before it may only read data no kernel
-// writes (weights). pdl_trigger() lets the next such kernel start. Both are no-ops otherwise.
-__device__ inline void pdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ inline void pdl_trigger()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 
 // Decode GEMV over up to 4 outputs of the same input: block b belongs to the output whose

@@ -34,6 +34,7 @@
 #include <cooperative_groups.h>
 
 #include "cuda/kv_cuda.cuh"
+#include "cuda/pdl.cuh"
 
 #pragma nv_diag_suppress 177 // trait members unused by some instantiations
 
@@ -119,21 +120,9 @@ __device__ __forceinline__ float ex2(float x)
     return y;
 }
 
-// Programmatic dependent launch (sm_90+): the attend kernel lets the reduce kernel be scheduled
-// as soon as every attend block runs; the reduce waits (griddepcontrol.wait = full completion and
-// visibility of the attend grid) before reading the partials. No-ops before sm_90.
-__device__ __forceinline__ void pdl_launch_dependents()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+// Programmatic dependent launch (cuda/pdl.cuh): the attend kernel lets the reduce kernel be
+// scheduled as soon as every attend block runs; the reduce waits (full completion and visibility
+// of the attend grid) before reading the partials.
 
 __device__ float d_signs[64 + 128 + 256];
 __device__ float d_fwht_scale[3];
@@ -583,7 +572,7 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
     const int g = lane >> 2, tig = lane & 3;
     const int split = blockIdx.x, h = blockIdx.y / n_rb, rb = blockIdx.y % n_rb, b = blockIdx.z;
     const int G = a.n_heads / a.n_kv_heads, R = G * a.n_q;
-    pdl_launch_dependents();
+    pdl_trigger();
 
     // ---- token range of this block and this warp's tiles; the first tiles' copies go out before
     // the tables and Q are set up, so their DRAM latency overlaps that work.

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/pdl.cuh"
 #include "cuda/qgemv.h"
 extern "C" tq_status tq_fail_(tq_status st, const char *file, int line, const char *fmt, ...);
 
@@ -75,16 +76,8 @@ act_geom act_geom_of(int f, int64_t cols)
     return g;
 }
 
-// Programmatic dependent launch: the quantizer lets the GEMV start at once; the GEMV issues its
-// first weight loads, then waits for the quantizer's activations (no-ops without PDL).
-__device__ __forceinline__ void pdl_trigger()
-{
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ void pdl_wait()
-{
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-}
+// Programmatic dependent launch (cuda/pdl.cuh): the quantizer lets the GEMV start at once; the
+// GEMV issues its first weight loads, then waits for the quantizer's activations.
 
 // ---- activation quantizers (the bytes of src/cpu/qdot.c quant_q8a / quant_q8k) -------------
 // One warp per 32-block; PERM: MLX 4-bit order inside each 8.
