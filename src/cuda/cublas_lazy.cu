@@ -38,9 +38,15 @@ static struct {
 
 static void blas_load(void)
 {
-    const char *names[] = {"libcublas.so." TQC_STR(CUBLAS_VER_MAJOR), "libcublas.so"};
+    // the loader's search first (LD_LIBRARY_PATH, ld.so.cache: where a linked libcublas was found
+    // before), then the toolkit's library directory of the build machine
+    const char *names[] = {"libcublas.so." TQC_STR(CUBLAS_VER_MAJOR),
+#ifdef TQ_CUBLAS_DIR
+                           TQ_CUBLAS_DIR "/libcublas.so." TQC_STR(CUBLAS_VER_MAJOR),
+#endif
+                           "libcublas.so"};
     void *h = NULL;
-    for (int i = 0; i < 2 && !h; i++)
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
