@@ -12,3 +12,8 @@ target_link_libraries(qdot_bench PRIVATE turboquant)
 add_executable(membw ${PROJECT_SOURCE_DIR}/bench/membw.c)
 target_compile_options(membw PRIVATE -Wall -Wextra)
 target_link_libraries(membw PRIVATE Threads::Threads)
+# The batched decode step of tq serve by batch size (bench/batch_bench.c; an executable only).
+add_executable(batch_bench ${PROJECT_SOURCE_DIR}/bench/batch_bench.c)
+target_compile_definitions(batch_bench PRIVATE _GNU_SOURCE)
+target_compile_options(batch_bench PRIVATE -Wall -Wextra)
+target_link_libraries(batch_bench PRIVATE turboquant)
