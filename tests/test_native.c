@@ -10,7 +10,7 @@
  *  2. --weights native (q8 activations) vs f32: KL(f32 || native) per position <= 1e-3 mean,
  *     argmax equal at >= 90% of positions (int8 activations cost a little);
  *  3. batch invariance: native logits for n_batch 1, 5, 64 are identical bit for bit;
- *  4. refusals: a matrix of a type with no kernels (IQ4_NL) names tensor, type and the supported
+ *  4. refusals: a matrix of a type with no kernels (Q8_1) names tensor, type and the supported
  *     list; a safetensors model with --weights native is refused; a too-small buffer for
  *     tq_weights_read_raw is refused;
  *  5. the model info names the kernel per type and the weight bytes per token.
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
         }
         /* refusals */
         snprintf(path, sizeof(path), "%s/tiny_bad.gguf", tmpdir);
-        tq_status st = tiny_llama_gguf_write(path, TQ_GGML_Q8_0, 20 /* IQ4_NL */);
+        tq_status st = tiny_llama_gguf_write(path, TQ_GGML_Q8_0, TQ_GGML_Q8_1);
         CHECK(st == TQ_OK, "write bad: %s", tq_last_error());
         tq_model_opts mo;
         tq_model_opts_default(&mo);
@@ -190,15 +190,15 @@ int main(int argc, char **argv)
         tq_model *m = NULL;
         st = tq_model_load(path, &mo, &m);
         printf("refusal: %s\n", tq_last_error());
-        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "IQ4_NL") &&
+        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "Q8_1") &&
                   strstr(tq_last_error(), "mlp.up_proj") && strstr(tq_last_error(), "Q4_K"),
-              "IQ4_NL refused naming tensor, type, list: %s", tq_last_error());
+              "Q8_1 refused naming tensor, type, list: %s", tq_last_error());
         tq_model_free(m);
         m = NULL;
         mo.weight_store = TQ_STORE_DEQUANT;
         st = tq_model_load(path, &mo, &m);
-        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "IQ4_NL"),
-              "IQ4_NL refused with dequant too: %s", tq_last_error());
+        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "Q8_1"),
+              "Q8_1 refused with dequant too: %s", tq_last_error());
         tq_model_free(m);
         m = NULL;
         unlink(path);

@@ -232,7 +232,45 @@ static void check_mix(void)
               t >= 0 ? tq_ggml_type_name(t) : "-", tq_ggml_type_name(cases[i].want));
     }
     tq_gguf_free(g);
-    printf("mix: llama-quantize's Q4_K_M / Q4_K_S layouts on the tiny llama as expected\n");
+    g = NULL;
+    { /* IQ4_NL: llama-quantize's file type 25 (2 layers: no ffn_down bump; 4 / 2 heads: none) */
+        snprintf(out, sizeof(out), "%s/mix_iq4nl.gguf", base);
+        tq_quantize_opts o;
+        tq_quantize_opts_default(&o);
+        o.src = src;
+        o.out = out;
+        o.type = TQ_GGML_IQ4_NL;
+        o.mix = TQ_QMIX_LLAMA;
+        tq_quantize_result r;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "mix IQ4_NL: %s", tq_last_error());
+        uint32_t ft = 0;
+        CHECK(tq_gguf_open(out, &g) == TQ_OK && tq_gguf_get_u32(g, "general.file_type", &ft) ==
+                  TQ_OK && ft == 25, "IQ4_NL file_type %u", ft);
+        CHECK(g && type_of(g, "output.weight") == TQ_GGML_Q8_0 &&
+                  type_of(g, "blk.0.attn_v.weight") == TQ_GGML_IQ4_NL &&
+                  type_of(g, "blk.1.ffn_down.weight") == TQ_GGML_IQ4_NL &&
+                  type_of(g, "token_embd.weight") == TQ_GGML_IQ4_NL, "IQ4_NL mix types");
+        tq_gguf_free(g);
+        /* the same layout in Q4_0 (4.5 bits too) as the yardstick: the same order of error (the
+         * tiny random model's worst-position NMSE is noisy; KL on real text: docs/results.md) */
+        char q40[512];
+        snprintf(q40, sizeof(q40), "%s/mix_q40.gguf", base);
+        o.out = q40;
+        o.type = TQ_GGML_Q4_0;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "mix Q4_0: %s", tq_last_error());
+        float *la = malloc(sizeof(float) * NTOK * 256), *lb = malloc(sizeof(float) * NTOK * 256);
+        int Va = 0, Vb = 0, same = 0;
+        CHECK(logits_of(src, prompt, NTOK, la, &Va) == 0 && logits_of(out, prompt, NTOK, lb, &Vb)
+                  == 0 && Va == Vb, "IQ4_NL logits");
+        const double e = worst_nmse(la, lb, NTOK, Va, &same);
+        CHECK(logits_of(q40, prompt, NTOK, lb, &Vb) == 0 && Va == Vb, "Q4_0 logits");
+        const double e0 = worst_nmse(la, lb, NTOK, Va, &same);
+        printf("mix IQ4_NL vs f32: worst NMSE %.3g (Q4_0 in the same layout: %.3g)\n", e, e0);
+        CHECK(e < 1.5 * e0, "IQ4_NL file far from its source: NMSE %.3g (Q4_0 %.3g)", e, e0);
+        free(la);
+        free(lb);
+    }
+    printf("mix: llama-quantize's Q4_K_M / Q4_K_S / IQ4_NL layouts on the tiny llama\n");
 }
 
 static void check_gguf(void)

@@ -112,7 +112,7 @@ static tq_status tiny_gguf_write(const char *path, const char *arch, int type, i
             break;
         types[i] = ti.n_dims == 2 ? type : TQ_GGML_F32;
         if (bad_type && strstr(names[i][1], "blk.1.ffn_up"))
-            types[i] = bad_type; /* bytes of a type we do not run (IQ4_NL: 32-blocks) */
+            types[i] = bad_type; /* bytes of a type we do not run (Q8_1: 32-blocks) */
         int64_t ne[2] = {ti.shape[ti.n_dims - 1], ti.n_dims > 1 ? ti.shape[0] : 1};
         st = tq_gguf_writer_add_tensor(gw, names[i][1], types[i], ti.n_dims, ne);
     }

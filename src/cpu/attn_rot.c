@@ -29,6 +29,23 @@ int tq_rot_code_row_ok(const tq_rot_code *c, int d)
     return 0;
 }
 
+size_t tq_rot_code_pairs_floats(const tq_rot_code *c)
+{
+    return c && c->kind == TQ_ROTC_LM && c->pair_bits >= 1 && c->pair_bits <= 16
+               ? (size_t)2 << c->pair_bits
+               : 0;
+}
+
+void tq_rot_code_fill_pairs(const tq_rot_code *c, float *pairs)
+{
+    const unsigned L = (unsigned)c->levels, n = (unsigned)(tq_rot_code_pairs_floats(c) / 2);
+    for (unsigned v = 0; v < n; v++) { /* the same (i0, i1) as dec_block() below */
+        const unsigned i1 = v / L;
+        pairs[2 * v] = c->grid[v % L];
+        pairs[2 * v + 1] = c->grid[i1 < L ? i1 : L - 1];
+    }
+}
+
 /* ---- scalar specification --------------------------------------------------------------------- */
 
 /* one block of code c to floats: value * scale, one float product per element */

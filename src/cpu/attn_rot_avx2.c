@@ -51,6 +51,7 @@ static void dec_lm(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, i
     float g16[16] = {0};
     memcpy(g16, c->grid, (size_t)(L < 16 ? L : 16) * sizeof(float));
     const __m256 t0 = _mm256_loadu_ps(g16), t1 = _mm256_loadu_ps(g16 + 8);
+    const long long *pairs = (const long long *)(const void *)c->pairs;
     const uint8_t *end = src + (size_t)n * rb;
     for (int r = 0; r < n; r++) {
         const uint8_t *row = src + (size_t)r * rb;
@@ -70,6 +71,14 @@ static void dec_lm(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, i
                 }
                 __m256i v = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(x), ctl);
                 v = _mm256_and_si256(_mm256_srlv_epi32(v, shifts), mask);
+                if (pairs) { /* 4 pairs (8 floats, in order) per 64-bit gather */
+                    const __m256i g0 = _mm256_i32gather_epi64(pairs, _mm256_castsi256_si128(v), 8);
+                    const __m256i g1 =
+                        _mm256_i32gather_epi64(pairs, _mm256_extracti128_si256(v, 1), 8);
+                    _mm256_storeu_ps(y + 2 * p0, _mm256_mul_ps(_mm256_castsi256_ps(g0), s));
+                    _mm256_storeu_ps(y + 2 * p0 + 8, _mm256_mul_ps(_mm256_castsi256_ps(g1), s));
+                    continue;
+                }
                 const __m256 f = _mm256_add_ps(_mm256_cvtepi32_ps(v), half);
                 __m256i i1 = _mm256_cvttps_epi32(_mm256_mul_ps(f, invL));
                 const __m256i i0 = _mm256_sub_epi32(v, _mm256_mullo_epi32(i1, vL));

@@ -80,6 +80,7 @@ dec_lm_np(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, flo
     const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i ihi =
         _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const long long *pairs = (const long long *)(const void *)c->pairs;
     const uint8_t *end = src + (size_t)n * rb;
     for (int r = 0; r < n; r++) {
         const uint8_t *row = src + (size_t)r * rb;
@@ -105,6 +106,13 @@ dec_lm_np(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, flo
                 __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1);
                 v = _mm512_shuffle_epi8(v, ctl);
                 v = _mm512_and_si512(_mm512_srlv_epi32(v, shifts), mask);
+                if (np < 0) { /* the pair table: 8 pairs (16 floats, in order) per gather */
+                    const __m512i g0 = _mm512_i32gather_epi64(_mm512_castsi512_si256(v), pairs, 8);
+                    const __m512i g1 = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(v, 1), pairs, 8);
+                    _mm512_storeu_ps(y + 2 * p0, _mm512_mul_ps(_mm512_castsi512_ps(g0), s));
+                    _mm512_storeu_ps(y + 2 * p0 + 16, _mm512_mul_ps(_mm512_castsi512_ps(g1), s));
+                    continue;
+                }
                 const __m512 f = _mm512_add_ps(_mm512_cvtepi32_ps(v), half);
                 __m512i i1 = _mm512_cvttps_epi32(_mm512_mul_ps(f, invL));
                 const __m512i i0 = _mm512_sub_epi32(v, _mm512_mullo_epi32(i1, vL));
@@ -121,6 +129,10 @@ dec_lm_np(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, flo
 /* one copy per table count, so the tables stay in registers */
 static void dec_lm(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, float *out)
 {
+    if (c->pairs && c->levels > 32) { /* L <= 32: one permute per 16 values is cheaper */
+        dec_lm_np(c, src, rb, n, d, out, -1);
+        return;
+    }
     switch ((c->levels + 31) / 32) {
     case 1:
         dec_lm_np(c, src, rb, n, d, out, 1);
