@@ -331,7 +331,8 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
  * sequence (acc[block & 1] lanes, mul then add, the min term in block order, H() at the end),
  * so the tile's result equals the per-token dot bit for bit (tests/test_qdot.c): batch
  * invariance holds whatever n is. Rows are walked in chunks of about 32 KB of weights, so a
- * chunk stays in L1/L2 while all token tiles pass over it. */
+ * chunk stays in L1/L2 while all token tiles pass over it; below 16 tokens (batched decode) a
+ * chunk is one row tile, so the weights' DRAM stream meets every token tile's work. */
 #define QT_CHUNK_BYTES 32768
 /* Software prefetch of the weights QT_PF_BYTES ahead of the row a tile starts, one row's bytes
  * (each line once as the rows advance). A tile does 4-8x a dot's work per weight byte, so the
@@ -345,8 +346,10 @@ static inline void qt_prefetch(const uint8_t *row, size_t row_bytes)
     for (size_t o = 0; o < row_bytes; o += 64)
         _mm_prefetch(p + o, _MM_HINT_T0);
 }
-static inline int64_t qt_chunk_rows(size_t row_bytes)
+static inline int64_t qt_chunk_rows(size_t row_bytes, int64_t n)
 {
+    if (n < 16)
+        return 4;
     int64_t c = (int64_t)(QT_CHUNK_BYTES / row_bytes) & ~(int64_t)3;
     return c < 4 ? 4 : c;
 }
@@ -499,43 +502,54 @@ qt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nb,
     }
 typedef void (*qt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nb,
                            const tq_q8a *const *at, float *y, int64_t ldy);
-#define QT_FORMAT(F, name)                                                                       \
-    QT_TILE_FN(F, QT_R, QT_T, qt_##name##_rt)                                                    \
-    QT_TILE_FN(F, 1, QT_T, qt_##name##_1t)                                                       \
-    static int64_t tile_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,   \
-                                  int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)      \
-    {                                                                                            \
-        return qt_run(qt_##name##_rt, qt_##name##_1t, w, row_bytes, k, act, n, y, ldy, r0, r1);  \
-    }
-
-/* Full token tiles of every row: chunks of rows, token tiles of QT_T, row tiles of QT_R (then
- * 1). Returns the tokens done (n rounded down to QT_T); mv1 does the rest: one token through
- * a 4 x 1 tile was slower than mv1's dot (qdot_bench -n 1, 65536 x 640 Q8_0: 8.4 vs 2.4 ms). */
-static inline int64_t qt_run(qt_tile_fn fRT, qt_tile_fn f1T, const void *w, size_t row_bytes,
+/* Every token of every row: chunks of rows, token tiles of QT_T (the last one of n % QT_T
+ * tokens, inside the same chunk, so its weights come from cache), row tiles of QT_R (then 1).
+ * f[R == 1][T - 1] is the R x T tile. Returns n. */
+static inline int64_t qt_run(const qt_tile_fn (*f)[QT_T], const void *w, size_t row_bytes,
                              int64_t k, const void *act, int64_t n, float *y, int64_t ldy,
                              int64_t r0, int64_t r1)
 {
     const int64_t nb = k / TQ_QK;
-    const int64_t chunk = qt_chunk_rows(row_bytes);
-    const int64_t nt = n - n % QT_T;
+    const int64_t chunk = qt_chunk_rows(row_bytes, n);
     const tq_q8a *a = act;
     for (int64_t rc = r0; rc < r1; rc += chunk) {
         const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
-        for (int64_t t = 0; t < nt; t += QT_T) {
+        for (int64_t t = 0; t < n; t += QT_T) {
+            const int T = n - t < QT_T ? (int)(n - t) : QT_T;
             const tq_q8a *at[QT_T];
             for (int q = 0; q < QT_T; q++)
-                at[q] = a + (t + q) * nb;
+                at[q] = a + (t + (q < T ? q : 0)) * nb;
             int64_t r = rc;
-            for (; r + QT_R <= re; r += QT_R)
-                fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
-                    ldy);
+            for (; r + QT_R <= re; r += QT_R) {
+                if (t == 0)
+                    qt_prefetch((const uint8_t *)w + (size_t)r * row_bytes, QT_R * row_bytes);
+                f[0][T - 1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,
+                            y + t * ldy + r, ldy);
+            }
             for (; r < re; r++)
-                f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
-                    ldy);
+                f[1][T - 1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,
+                            y + t * ldy + r, ldy);
         }
     }
-    return nt;
+    return n;
 }
+#define QT_FORMAT(F, name)                                                                       \
+    QT_TILE_FN(F, QT_R, 1, qt_##name##_r1)                                                       \
+    QT_TILE_FN(F, QT_R, 2, qt_##name##_r2)                                                       \
+    QT_TILE_FN(F, QT_R, 3, qt_##name##_r3)                                                       \
+    QT_TILE_FN(F, QT_R, 4, qt_##name##_r4)                                                       \
+    QT_TILE_FN(F, 1, 1, qt_##name##_11)                                                          \
+    QT_TILE_FN(F, 1, 2, qt_##name##_12)                                                          \
+    QT_TILE_FN(F, 1, 3, qt_##name##_13)                                                          \
+    QT_TILE_FN(F, 1, 4, qt_##name##_14)                                                          \
+    static int64_t tile_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,   \
+                                  int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)      \
+    {                                                                                            \
+        static const qt_tile_fn f[2][QT_T] = {                                                   \
+            {qt_##name##_r1, qt_##name##_r2, qt_##name##_r3, qt_##name##_r4},                    \
+            {qt_##name##_11, qt_##name##_12, qt_##name##_13, qt_##name##_14}};                   \
+        return qt_run(f, w, row_bytes, k, act, n, y, ldy, r0, r1);                               \
+    }
 /* One token (decode): tiles of 4 rows x 1 token, then 1 x 1 for the leftover rows. A zmm per row
  * holds both of dot_q8's accumulators, so each step takes two blocks; the activation loads (and
  * the + 128 of the signed formats) are shared by the 4 rows. Same bits as dot_q8_##name. */
@@ -594,7 +608,7 @@ enum { QT2_T = 4 };
     {                                                                                            \
         enum { BS = BS_ };                                                                       \
         const int64_t nb = k / TQ_QK;                                                            \
-        const int64_t chunk = qt_chunk_rows(row_bytes);                                          \
+        const int64_t chunk = qt_chunk_rows(row_bytes, n);                                          \
         const int64_t nt = n - n % QT2_T;                                                         \
         for (int64_t rc = r0; rc < r1; rc += chunk) {                                            \
             const int64_t re = rc + chunk < r1 ? rc + chunk : r1;                                \
@@ -633,14 +647,18 @@ QT2_FORMAT(q4_1, 20, ip_unsigned, 1)
 QT2_FORMAT(q5_0, 22, ip_signed, 0)
 QT2_FORMAT(q5_1, 24, ip_unsigned, 1)
 #ifdef QDOT_VNNI
-/* The VNNI build has both tiles (the ymm one with vpdpbusd as its int8 dot): the zmm tile from
- * 16 tokens on (prefill), the ymm one below (batched decode). Same-run qdot_bench, thread CPU
- * GB/s, 2-vCPU EPYC (load 7-10, +-15%): -n 8, 65536 x 640 Q8_0 zmm 3.14 vs ymm 4.30 (AVX2
- * maddubs 3.81); -n 64, 2048 x 640 zmm 0.66-0.72 vs ymm 0.59-0.62 (Q8_0), 0.34-0.41 vs
- * 0.26-0.32 (Q5_0). Either gives the same bits. */
+/* The VNNI build has both tiles (the ymm one with vpdpbusd as its int8 dot). On the 2-vCPU
+ * EPYC of the first version (its 512-bit ops split in two) the ymm tile was faster for batched
+ * decode (-n 8, 65536 x 640 Q8_0 zmm 3.14 vs ymm 4.30 GB/s). On this Intel Xeon (512-bit
+ * units) the zmm tile wins from 2 tokens on, with its n % 4 leftover tokens in the same row
+ * chunk (weights from cache) instead of mv1's second pass over the weights: qdot_bench thread
+ * CPU us, 1 thread, load 6, ymm+mv1 vs zmm: -n 2 1536 x 576 Q8_0 66 vs 48, 49152 x 576 Q8_0
+ * 5456 vs 3331, Q4_1 4528 vs 2609; -n 3 Q4_1 5335 vs 3163; -n 5 Q8_0 8890 vs 5495; -n 8
+ * 1536 x 576 Q8_0 190 vs 142, Q4_1 230 vs 200. The ymm tile stays for 1 token (it returns 0:
+ * mv1). Either gives the same bits. */
 #define TILE_Q8(name, w, rb, k, act, n, ...)                                                     \
-    ((n) >= 16 ? tile_q8_##name(w, rb, k, act, n, __VA_ARGS__)                                   \
-               : tile2_q8_##name(w, rb, k, act, n, __VA_ARGS__))
+    ((n) >= 2 ? tile_q8_##name(w, rb, k, act, n, __VA_ARGS__)                                    \
+              : tile2_q8_##name(w, rb, k, act, n, __VA_ARGS__))
 /* one token: the zmm 4-row tiles for the signed formats; Q4_1/Q5_1 keep mv1 (their min term
  * made the zmm tile slower: qdot_bench -n 1 -t 1, 576 x 1536, cpu us Q4_1 54 vs 42) */
 #define MV1_Q8(name, HAS_MIN) ((HAS_MIN) ? mv1_q8_##name : mvz_q8_##name)
@@ -1103,7 +1121,7 @@ static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, con
                           int64_t ldy, int64_t r0, int64_t r1)
 {
     const int64_t nsb = k / TQ_QKK;
-    const int64_t chunk = qt_chunk_rows(row_bytes);
+    const int64_t chunk = qt_chunk_rows(row_bytes, n);
     const int64_t nt = n - n % KT_T;
     const tq_q8k *a = act;
     for (int64_t rc = r0; rc < r1; rc += chunk) {
@@ -1113,17 +1131,20 @@ static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, con
             for (int q = 0; q < KT_T; q++)
                 at[q] = a + (t + q) * nsb;
             int64_t r = rc;
-            for (; r + KT_R <= re; r += KT_R)
+            for (; r + KT_R <= re; r += KT_R) {
+                if (t == 0)
+                    qt_prefetch((const uint8_t *)w + (size_t)r * row_bytes, KT_R * row_bytes);
                 fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
                     y + t * ldy + r, ldy);
+            }
             for (; r < re; r++)
                 f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
                     y + t * ldy + r, ldy);
         }
+        for (int64_t r = rc; r < re; r++) /* the leftover tokens while the chunk is in cache */
+            for (int64_t t = nt; t < n; t++)
+                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, a + t * nsb, k);
     }
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t t = nt; t < n; t++)
-            y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, a + t * nsb, k);
 }
 
 #define KT_FORMAT(F, name)                                                                       \
