@@ -401,20 +401,29 @@ static inline __attribute__((always_inline)) __m512i qt_up2(int F, const uint8_t
     return v;
 }
 
-/* The f16 scales of the blocks at p0, p1 in lanes 0-7 and 8-15. */
-static inline __m512 qt_d2(const uint8_t *p0, const uint8_t *p1)
+/* The f16 pairs at p0 and p1 of the R rows (row r: w + r * row_bytes; rows >= R repeat row
+ * 0) as f32 lanes 4r..4r+3: p0[0..1], p0[2..3], p1[0..1], p1[2..3] (the scale d and, for Q4_1 /
+ * Q5_1, the min m of both blocks; other bytes are converted and never read). One conversion
+ * for the 4 rows instead of 3 per row. */
+static inline __attribute__((always_inline)) __m512 qt_scales(int R, const uint8_t *w,
+                                                              size_t row_bytes, size_t o0,
+                                                              size_t o1)
 {
-    const uint32_t h = (uint32_t)(p0[0] | (p0[1] << 8)) | ((uint32_t)(p1[0] | (p1[1] << 8)) << 16);
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h));
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                 _mm512_castps128_ps512(f));
+    const uint8_t *q[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) q[r] = w + (size_t)(r < R ? r : 0) * row_bytes;
+    const __m128i x01 = _mm_setr_epi32((int)rd32(q[0] + o0), (int)rd32(q[0] + o1),
+                                       (int)rd32(q[1] + o0), (int)rd32(q[1] + o1));
+    const __m128i x23 = _mm_setr_epi32((int)rd32(q[2] + o0), (int)rd32(q[2] + o1),
+                                       (int)rd32(q[3] + o0), (int)rd32(q[3] + o1));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(x01), x23, 1));
 }
 
 /* One step over blocks i and i1 (i1 = i + 1, or i for a lone last block: TWO = 0, only lanes
- * 0-7 change) of R rows x T tokens. */
+ * 0-7 change) of R rows x T tokens. The min terms of Q4_1/Q5_1 of all R rows x 4 tokens live
+ * in one zmm (lane 4r + t), each lane with dot_q8's accm sequence. */
 static inline __attribute__((always_inline)) void
 qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t bs,
-        const tq_q8a *const *at, int64_t i, int64_t i1, __m512 (*acc)[QT_T], __m128 *accm)
+        const tq_q8a *const *at, int64_t i, int64_t i1, __m512 (*acc)[QT_T], __m512 *accm)
 {
     const int sgn = qt_signed(F);
     const int has_min = F == TQ_GGML_Q4_1 || F == TQ_GGML_Q5_1;
@@ -429,19 +438,29 @@ qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t
         if (sgn)
             a[t] = _mm512_xor_si512(a[t], _mm512_set1_epi8((char)0x80));
     }
-    __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
+    const __m512 sc = qt_scales(R, w, row_bytes, (size_t)i * bs, (size_t)i1 * bs);
     if (has_min) {
-        s0 = _mm_setr_ps(at[0][i].s, at[T > 1][i].s, at[T > 2 ? 2 : 0][i].s,
-                         at[T > 3 ? 3 : 0][i].s);
-        s1 = _mm_setr_ps(at[0][i1].s, at[T > 1][i1].s, at[T > 2 ? 2 : 0][i1].s,
-                         at[T > 3 ? 3 : 0][i1].s);
+        const __m128 s0 = _mm_setr_ps(at[0][i].s, at[T > 1][i].s, at[T > 2 ? 2 : 0][i].s,
+                                      at[T > 3 ? 3 : 0][i].s);
+        *accm = _mm512_add_ps(*accm, _mm512_mul_ps(_mm512_permute_ps(sc, 0x55),
+                                                   _mm512_broadcast_f32x4(s0)));
+        if (TWO) {
+            const __m128 s1 = _mm_setr_ps(at[0][i1].s, at[T > 1][i1].s, at[T > 2 ? 2 : 0][i1].s,
+                                          at[T > 3 ? 3 : 0][i1].s);
+            *accm = _mm512_add_ps(*accm, _mm512_mul_ps(_mm512_permute_ps(sc, 0xff),
+                                                       _mm512_broadcast_f32x4(s1)));
+        }
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
     {
         const uint8_t *p0 = w + (size_t)r * row_bytes + (size_t)i * bs;
         const uint8_t *p1 = w + (size_t)r * row_bytes + (size_t)i1 * bs;
         const __m512i u = qt_up2(F, p0, p1);
-        const __m512 dw = qt_d2(p0, p1);
+        /* lanes 0-7: d of block i (lane 4r), 8-15: d of block i1 (lane 4r + 2) */
+        const __m512 dw = _mm512_permutexvar_ps(
+            _mm512_add_epi32(_mm512_set1_epi32(4 * r),
+                             _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2)),
+            sc);
         const __m512i c = sgn ? _mm512_sub_epi32(_mm512_setzero_si512(),
                                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(),
                                                                      _mm512_set1_epi8((char)0x80), u))
@@ -454,11 +473,6 @@ qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t
             acc[r][t] = TWO ? _mm512_add_ps(acc[r][t], prod)
                             : _mm512_mask_add_ps(acc[r][t], 0x00ff, acc[r][t], prod);
         }
-        if (has_min) {
-            accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_set1_ps(f16c(p0 + 2)), s0));
-            if (TWO)
-                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_set1_ps(f16c(p1 + 2)), s1));
-        }
     }
 }
 
@@ -470,26 +484,25 @@ qt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nb,
     const size_t bs = F == TQ_GGML_Q8_0 ? 34 : F == TQ_GGML_Q4_0 ? 18 : F == TQ_GGML_Q4_1 ? 20
                     : F == TQ_GGML_Q5_0 ? 22 : 24;
     __m512 acc[QT_R][QT_T];
-    __m128 accm[QT_R];
+    __m512 accm = _mm512_setzero_ps();
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
     {
-        accm[r] = _mm_setzero_ps();
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     }
     int64_t i = 0;
     for (; i + 1 < nb; i += 2)
-        qt_step(F, R, T, 1, w, row_bytes, bs, at, i, i + 1, acc, accm);
+        qt_step(F, R, T, 1, w, row_bytes, bs, at, i, i + 1, acc, &accm);
     if (i < nb)
-        qt_step(F, R, T, 0, w, row_bytes, bs, at, i, i, acc, accm);
+        qt_step(F, R, T, 0, w, row_bytes, bs, at, i, i, acc, &accm);
+    float m[16];
+    _mm512_storeu_ps(m, accm);
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
     {
-        float m[4];
-        _mm_storeu_ps(m, accm[r]);
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
         {
             const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
                                            _mm512_extractf32x8_ps(acc[r][t], 1));
-            y[t * ldy + r] = hsum8(v) + m[t];
+            y[t * ldy + r] = hsum8(v) + m[4 * r + t];
         }
     }
 }
