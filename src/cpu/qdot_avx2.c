@@ -668,10 +668,13 @@ QT2_FORMAT(q5_1, 24, ip_unsigned, 1)
  * chunk (weights from cache) instead of mv1's second pass over the weights: qdot_bench thread
  * CPU us, 1 thread, load 6, ymm+mv1 vs zmm: -n 2 1536 x 576 Q8_0 66 vs 48, 49152 x 576 Q8_0
  * 5456 vs 3331, Q4_1 4528 vs 2609; -n 3 Q4_1 5335 vs 3163; -n 5 Q8_0 8890 vs 5495; -n 8
- * 1536 x 576 Q8_0 190 vs 142, Q4_1 230 vs 200. The ymm tile stays for 1 token (it returns 0:
- * mv1). Either gives the same bits. */
+ * 1536 x 576 Q8_0 190 vs 142, Q4_1 230 vs 200. Either gives the same bits. */
+/* One token too since the zmm tile prefetches the next row tile step by step: batch_bench
+ * SmolLM2 Q4_1 2 threads, 1-sequence step 9.2 -> 4.3 ms (the dot path waited on DRAM; the
+ * 2-token tile was already faster than it). The ymm tile (and mv1) remain for the non-VNNI
+ * build. */
 #define TILE_Q8(name, w, rb, k, act, n, ...)                                                     \
-    ((n) >= 2 ? tile_q8_##name(w, rb, k, act, n, __VA_ARGS__)                                    \
+    ((n) >= 1 ? tile_q8_##name(w, rb, k, act, n, __VA_ARGS__)                                    \
               : tile2_q8_##name(w, rb, k, act, n, __VA_ARGS__))
 /* one token: the zmm 4-row tiles for the signed formats; Q4_1/Q5_1 keep mv1 (their min term
  * made the zmm tile slower: qdot_bench -n 1 -t 1, 576 x 1536, cpu us Q4_1 54 vs 42) */
