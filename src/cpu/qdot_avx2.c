@@ -455,6 +455,9 @@ qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t
     {
         const uint8_t *p0 = w + (size_t)r * row_bytes + (size_t)i * bs;
         const uint8_t *p1 = w + (size_t)r * row_bytes + (size_t)i1 * bs;
+        /* the next row tile's bytes at this step, as the step reads them (see qt_prefetch) */
+        _mm_prefetch((const char *)p0 + (size_t)QT_R * row_bytes, _MM_HINT_T0);
+        _mm_prefetch((const char *)p1 + bs - 1 + (size_t)QT_R * row_bytes, _MM_HINT_T0);
         const __m512i u = qt_up2(F, p0, p1);
         /* lanes 0-7: d of block i (lane 4r), 8-15: d of block i1 (lane 4r + 2) */
         const __m512 dw = _mm512_permutexvar_ps(
@@ -534,8 +537,6 @@ static inline int64_t qt_run(const qt_tile_fn (*f)[QT_T], const void *w, size_t 
                 at[q] = a + (t + (q < T ? q : 0)) * nb;
             int64_t r = rc;
             for (; r + QT_R <= re; r += QT_R) {
-                if (t == 0)
-                    qt_prefetch((const uint8_t *)w + (size_t)r * row_bytes, QT_R * row_bytes);
                 f[0][T - 1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,
                             y + t * ldy + r, ldy);
             }
