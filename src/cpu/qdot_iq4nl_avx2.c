@@ -225,6 +225,12 @@ static void mv_q8(const void *w, size_t row_bytes, int64_t k, const void *act, i
 #endif
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * row_bytes;
+        if (n == 1) { /* decode: the next row's bytes prefetched */
+            for (size_t o = 0; o < row_bytes; o += 64)
+                _mm_prefetch((const char *)row + row_bytes + o, _MM_HINT_T0);
+            y[r] = dot_q8(row, A, k);
+            continue;
+        }
         int64_t t = 0;
         for (; t + 4 <= n; t += 4) {
             const tq_q8a *at[4] = {A + t * nb, A + (t + 1) * nb, A + (t + 2) * nb,
