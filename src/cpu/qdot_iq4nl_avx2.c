@@ -121,7 +121,9 @@ static float dot_f32(const void *w, const float *x, int64_t k)
 /* AVX512-VNNI tile: rows r and r + 1 in the two 256-bit halves of one zmm, 4 tokens. Each half
  * is lane for lane the ymm kernel's operation sequence (the product of the int8 dot, times
  * d_w * d_a rounded in f32, added to the block-parity accumulator), so the results are the
- * scalar bits. AVX-512 has no vpsignb: a is negated where w < 0 under a mask (w is never 0). */
+ * scalar bits. AVX-512 has no vpsignb: a is negated where w < 0 under a mask (w is never 0).
+ * 8 tokens per tile: +13% prefill over 4 (same-run A/B, SmolLM2 IQ4_NL, 1 thread). */
+#define QT_T 8 /* tokens per zmm tile */
 #define STEP_Q8_2R(SLOT, i)                                                                      \
     do {                                                                                         \
         const uint8_t *b0 = row + (size_t)(i) * 18, *b1 = b0 + row_bytes;                        \
@@ -131,7 +133,7 @@ static float dot_f32(const void *w, const float *x, int64_t k)
         const __mmask64 neg = _mm512_movepi8_mask(wq);                                           \
         const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(f16c(b0)),                            \
                                              _mm256_set1_ps(f16c(b1)), 1);                        \
-        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)                                      \
+        _Pragma("GCC unroll 8") for (int u = 0; u < QT_T; u++)                                   \
         {                                                                                        \
             const __m512i a = _mm512_broadcast_i64x4(                                            \
                 _mm256_loadu_si256((const __m256i *)at[u][i].qs));                               \
@@ -147,10 +149,12 @@ static inline int64_t mv_q8_2r(const uint8_t *row, size_t row_bytes, int64_t nb,
                                int64_t n, float *y, int64_t ldy, int64_t r, __m256i tab)
 {
     int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-        const tq_q8a *at[4] = {A + t * nb, A + (t + 1) * nb, A + (t + 2) * nb, A + (t + 3) * nb};
-        __m512 acc[4][2];
-        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+    for (; t + QT_T <= n; t += QT_T) {
+        const tq_q8a *at[QT_T];
+        for (int u = 0; u < QT_T; u++)
+            at[u] = A + (t + u) * nb;
+        __m512 acc[QT_T][2];
+        _Pragma("GCC unroll 8") for (int u = 0; u < QT_T; u++)
             acc[u][0] = acc[u][1] = _mm512_setzero_ps();
         int64_t i = 0;
         for (; i + 1 < nb; i += 2) {
@@ -159,7 +163,7 @@ static inline int64_t mv_q8_2r(const uint8_t *row, size_t row_bytes, int64_t nb,
         }
         if (i < nb)
             STEP_Q8_2R(0, i);
-        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+        _Pragma("GCC unroll 8") for (int u = 0; u < QT_T; u++)
         {
             const __m512 v = _mm512_add_ps(acc[u][0], acc[u][1]);
             y[(t + u) * ldy + r] = hsum8(_mm512_castps512_ps256(v));
@@ -215,7 +219,7 @@ static void mv_q8(const void *w, size_t row_bytes, int64_t k, const void *act, i
         for (; r0 + 2 <= r1; r0 += 2)
             mv_q8_2r1((const uint8_t *)w + (size_t)r0 * row_bytes, row_bytes, nb, A, y + r0, tab);
     }
-    for (; n >= 4 && r0 + 2 <= r1; r0 += 2) {
+    for (; n >= QT_T && r0 + 2 <= r1; r0 += 2) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r0 * row_bytes;
         const int64_t t0 = mv_q8_2r(row, row_bytes, nb, A, n, y, ldy, r0, tab);
         for (int64_t t = t0; t < n; t++)
