@@ -69,6 +69,11 @@ dec_lm_np(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, flo
     const __m512i ctl = pair_shuffle(pb, &shifts);
     const __m512i mask = _mm512_set1_epi32((1 << pb) - 1), vL = _mm512_set1_epi32(L);
     const __m512i lmax = _mm512_set1_epi32(L - 1);
+    int lg = 0; /* log2 L when L is a power of two whose pair codes fill pb bits exactly */
+    while (lg < 8 && (1 << lg) < L)
+        lg++;
+    if ((1 << lg) != L || 2 * lg != pb)
+        lg = 0;
     const __m512 invL = _mm512_set1_ps(1.0f / (float)L), half = _mm512_set1_ps(0.5f);
     __m512 t[8];
     for (int k = 0; k < 2 * np && k < 8; k++) {
@@ -113,10 +118,16 @@ dec_lm_np(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, flo
                     _mm512_storeu_ps(y + 2 * p0 + 16, _mm512_mul_ps(_mm512_castsi512_ps(g1), s));
                     continue;
                 }
-                const __m512 f = _mm512_add_ps(_mm512_cvtepi32_ps(v), half);
-                __m512i i1 = _mm512_cvttps_epi32(_mm512_mul_ps(f, invL));
-                const __m512i i0 = _mm512_sub_epi32(v, _mm512_mullo_epi32(i1, vL));
-                i1 = _mm512_min_epi32(i1, lmax);
+                __m512i i0, i1;
+                if (lg > 0) { /* L = 2^lg: pb = 2 lg, so v < L * L and no clamp is needed */
+                    i0 = _mm512_and_si512(v, lmax);
+                    i1 = _mm512_srli_epi32(v, (unsigned)lg);
+                } else {
+                    const __m512 f = _mm512_add_ps(_mm512_cvtepi32_ps(v), half);
+                    i1 = _mm512_cvttps_epi32(_mm512_mul_ps(f, invL));
+                    i0 = _mm512_sub_epi32(v, _mm512_mullo_epi32(i1, vL));
+                    i1 = _mm512_min_epi32(i1, lmax);
+                }
                 const __m512 a = _mm512_mul_ps(lookup(L, np, i0, t, c->grid), s);
                 const __m512 bq = _mm512_mul_ps(lookup(L, np, i1, t, c->grid), s);
                 _mm512_storeu_ps(y + 2 * p0, _mm512_permutex2var_ps(a, ilo, bq));
