@@ -793,12 +793,30 @@ __global__ void __launch_bounds__(32 * QJ_WARPS) qjob_kernel(const qjob_k j)
     const int row = ((int)blockIdx.x - b0) * QJ_WARPS + wid;
     const bool live = row < rows;
     const uint8_t *wrow = wk + (size_t)(live ? row : 0) * rb;
-    if (live) // the row into L2 while the previous kernel finishes (PDL), then wait for its output
-        for (size_t off = (size_t)lane * 128; off < rb; off += 32 * 128)
+    const int64_t cols = j.cols;
+    qargs g = {};
+    g.cols = cols;
+    g.group = j.group;
+    g.sb_f16 = j.sb_f16;
+    g.ag = j.ag;
+    if (F == F_MLX4 || F == F_MLX8) {
+        g.sc = sck + (int64_t)(live ? row : 0) * (cols / j.group);
+        g.bi = bik + (int64_t)(live ? row : 0) * (cols / j.group);
+    }
+    const int units = live ? (int)(cols / FM::BE * FM::UPB) : 0;
+    // the row's first 32 * U units into registers (the whole row up to 256-1024 weights per
+    // lane pass) and the rest into L2, while the previous kernel finishes (PDL); the weights
+    // never depend on it. Then wait for its output.
+    typename FM::raw w0[FM::U];
+#pragma unroll
+    for (int k = 0; k < FM::U; k++)
+        if (lane + 32 * k < units)
+            FM::load(w0[k], wrow, lane + 32 * k, g);
+    if (live)
+        for (size_t off = (size_t)(32 * FM::U * FM::BB / FM::UPB) + (size_t)lane * 128; off < rb; off += 32 * 128)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow + off));
     pdl_trigger();
     pdl_wait();
-    const int64_t cols = j.cols;
     float r = 1.0f;
     if (PRE == 1) {
         float ss = 0.0f;
@@ -836,9 +854,8 @@ __global__ void __launch_bounds__(32 * QJ_WARPS) qjob_kernel(const qjob_k j)
     } else {
         for (int64_t b = wid; b < cols / 32; b += QJ_WARPS) {
             const float v = qj_in<PRE>(j, 32 * b + lane, r);
-            float amax = fabsf(v);
-            for (int o = 16; o; o >>= 1)
-                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            // max |v| of the 32 in one warp reduction (non-negative floats order as their bits)
+            const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v))));
             const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             const int q = __float2int_rn(fminf(fmaxf(v * id, -127.0f), 127.0f));
             int pos = lane;
@@ -857,16 +874,6 @@ __global__ void __launch_bounds__(32 * QJ_WARPS) qjob_kernel(const qjob_k j)
     __syncthreads();
     if (!live)
         return;
-    qargs g = {};
-    g.cols = cols;
-    g.group = j.group;
-    g.sb_f16 = j.sb_f16;
-    g.ag = j.ag;
-    if (F == F_MLX4 || F == F_MLX8) {
-        g.sc = sck + (int64_t)row * (cols / j.group);
-        g.bi = bik + (int64_t)row * (cols / j.group);
-    }
-    const int units = (int)(cols / FM::BE * FM::UPB);
     float acc = 0.0f;
     for (int u0 = lane; u0 < units; u0 += 32 * FM::U) {
         typename FM::raw w[FM::U];
@@ -874,7 +881,10 @@ __global__ void __launch_bounds__(32 * QJ_WARPS) qjob_kernel(const qjob_k j)
 #pragma unroll
         for (int k = 0; k < FM::U; k++)
             if (u0 + 32 * k < units) {
-                FM::load(w[k], wrow, u0 + 32 * k, g);
+                if (u0 == lane)
+                    w[k] = w0[k];
+                else
+                    FM::load(w[k], wrow, u0 + 32 * k, g);
                 FM::lda(v[k], as, g, u0 + 32 * k);
             }
 #pragma unroll
