@@ -257,7 +257,7 @@ static void lockstep(const char *what, tq_model *mc, tq_model *const *mg, int ng
         for (int s = 0; ok && s <= steps; s++) {
             float margin;
             const int a = argmax(lc, V, &margin);
-            for (int g = 0; g < ng; g++) {
+            for (int g = 0; g < ng && g < 3; g++) { /* the fourth: against the first, below */
                 const double k = kl(lc, lg[g], V);
                 worst[g] = k > worst[g] ? k : worst[g];
                 if (argmax(lg[g], V, NULL) == a)
