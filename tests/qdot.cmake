@@ -8,3 +8,12 @@ target_include_directories(qdot_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_definitions(qdot_bench PRIVATE _GNU_SOURCE)
 target_compile_options(qdot_bench PRIVATE -Wall -Wextra -Wno-unused-parameter)
 target_link_libraries(qdot_bench PRIVATE turboquant)
+# Streaming-read bandwidth at 1..N threads (the decode roofline, docs/results.md): an executable only.
+add_executable(membw ${PROJECT_SOURCE_DIR}/bench/membw.c)
+target_compile_options(membw PRIVATE -Wall -Wextra)
+target_link_libraries(membw PRIVATE Threads::Threads)
+# The batched decode step of tq serve by batch size (bench/batch_bench.c; an executable only).
+add_executable(batch_bench ${PROJECT_SOURCE_DIR}/bench/batch_bench.c)
+target_compile_definitions(batch_bench PRIVATE _GNU_SOURCE)
+target_compile_options(batch_bench PRIVATE -Wall -Wextra)
+target_link_libraries(batch_bench PRIVATE turboquant)

@@ -17,3 +17,6 @@ tq_test(test_qdot_affine LABELS fast)
 # match tq's engine on the same files (label model: needs models/ and python3 with mlx + mlx-lm;
 # skips otherwise). Peer runner: scripts/quant/mlx_lm_logits.py.
 tq_test(test_mlx_lm LABELS model TIMEOUT 900)
+# IQ4_NL kept in its block format: every ISA's dots/matvecs vs the scalar reference (bit for
+# bit, random blocks, seed printed), the reference vs the gguf package's dequantization.
+tq_test(test_qdot_iq4nl LABELS fast)

@@ -2,7 +2,7 @@
  * src/model/kvcache_rot.c), model-free:
  *   1. dec(): every ISA's decoded rows equal the codec's rotated-domain decode
  *      (tq_kv_rot_decode_rotated_row_ref) bit for bit, for every code, on encoded Gaussian rows
- *      and on random bytes (invalid pair codes included);
+ *      and on random bytes (invalid pair codes included), with and without the LM pair table;
  *   2. block(): AVX2 and AVX-512 against the scalar spec on random data (q, K, V ~ N(0,1),
  *      scale 1/8): the state [m, l, acc] within a relative 1e-6 + 5e-8 * head_dim of the
  *      scalar's (float rounding of the d-term dot products moves the scores by ~1e-5 at d = 512,
@@ -41,7 +41,14 @@ static tq_rot_code code_of(int code)
         while ((1 << pb) < c->levels * c->levels)
             pb++;
         o = (tq_rot_code){TQ_ROTC_LM, c->group, (int)tq_kv_lm_block_bytes(c), c->levels, pb,
-                          c->grid};
+                          c->grid, NULL};
+        /* the pair table, as kvcache_rot.c builds it (one slot per LM code) */
+        static float pairs[16][2 << 15];
+        const int slot = code - TQ_KV_CODE_LM;
+        if (slot < 16 && tq_rot_code_pairs_floats(&o) <= sizeof(pairs[0]) / sizeof(float)) {
+            tq_rot_code_fill_pairs(&o, pairs[slot]);
+            o.pairs = pairs[slot];
+        }
         return o;
     }
     o.group = 32;
@@ -96,16 +103,21 @@ static void test_dec(void)
                     }
                     tq_kv_rot_decode_rotated_row_ref(code, rows + r * rb, d, want + r * d);
                 }
-                for (int k = 0; k < n_kerns; k++) {
-                    kerns[k]->dec(&rc, rows, rb, NR, d, got);
-                    int bad = -1;
-                    for (int i = 0; i < NR * d && bad < 0; i++)
-                        if (!same_float(want[i], got[i]))
-                            bad = i;
-                    CHECK(bad < 0, "%s dec %s d %d %s: element %d %g != codec %g", kerns[k]->name,
-                          tq_kv_code_name(code), d, mode ? "random bytes" : "encoded", bad,
-                          bad >= 0 ? got[bad] : 0.0, bad >= 0 ? want[bad] : 0.0);
-                }
+                for (int k = 0; k < n_kerns; k++)
+                    for (int pt = 0; pt < (rc.pairs ? 2 : 1); pt++) { /* with / without pairs */
+                        tq_rot_code c2 = rc;
+                        if (pt)
+                            c2.pairs = NULL;
+                        kerns[k]->dec(&c2, rows, rb, NR, d, got);
+                        int bad = -1;
+                        for (int i = 0; i < NR * d && bad < 0; i++)
+                            if (!same_float(want[i], got[i]))
+                                bad = i;
+                        CHECK(bad < 0, "%s dec %s d %d %s%s: element %d %g != codec %g",
+                              kerns[k]->name, tq_kv_code_name(code), d,
+                              mode ? "random bytes" : "encoded", c2.pairs ? " (pair table)" : "",
+                              bad, bad >= 0 ? got[bad] : 0.0, bad >= 0 ? want[bad] : 0.0);
+                    }
             }
         }
 }

@@ -62,8 +62,8 @@ int main(int argc, char **argv)
     /* 4. the real rows */
     char list[256];
     printf("runnable: %s\n", tq_format_list(list, sizeof(list), NULL));
-    CHECK(!strcmp(list, "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K DUMMY"), "list %s",
-          list);
+    CHECK(!strcmp(list, "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K IQ4_NL DUMMY"),
+          "list %s", list);
     for (int i = 0; i < tq_format_count(); i++)
         for (int j = i + 1; j < tq_format_count(); j++)
             CHECK(tq_format_at(i)->id != tq_format_at(j)->id, "duplicate id %d",

@@ -2,7 +2,7 @@
  *
  * The tiny llama (tests/data/tiny/llama) written as a GGUF whose matrices (embedding and output
  * too) are in one block type T (quantized by tq_ggml_quantize, q/k rows permuted as llama.cpp's
- * converter does), for T in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (its 32-wide rows do not fit the K
+ * converter does), for T in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL (its 32-wide rows do not fit the K
  * formats: the model test on SmolLM2 / Gemma 3 covers those):
  *  1. --weights native-f32 vs --weights f32 (dequantized at load): the same weight values and
  *     f32 activations, only the summation order differs: |dlogit| <= 1e-4 * (1 + |logit|), same
@@ -10,7 +10,7 @@
  *  2. --weights native (q8 activations) vs f32: KL(f32 || native) per position <= 1e-3 mean,
  *     argmax equal at >= 90% of positions (int8 activations cost a little);
  *  3. batch invariance: native logits for n_batch 1, 5, 64 are identical bit for bit;
- *  4. refusals: a matrix of a type with no kernels (IQ4_NL) names tensor, type and the supported
+ *  4. refusals: a matrix of a type with no kernels (Q8_1) names tensor, type and the supported
  *     list; a safetensors model with --weights native is refused; a too-small buffer for
  *     tq_weights_read_raw is refused;
  *  5. the model info names the kernel per type and the weight bytes per token.
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
         compare(model, model, mt, 64, 0, 0.1, 0.7); /* random tokens: flat, sensitive */
     } else {
         const int types[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
-                             TQ_GGML_Q5_1};
+                             TQ_GGML_Q5_1, TQ_GGML_IQ4_NL};
         for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
             snprintf(path, sizeof(path), "%s/tiny_%s.gguf", tmpdir, tq_ggml_type_name(types[k]));
             tq_status st = tiny_llama_gguf_write(path, types[k], 0);
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
         }
         /* refusals */
         snprintf(path, sizeof(path), "%s/tiny_bad.gguf", tmpdir);
-        tq_status st = tiny_llama_gguf_write(path, TQ_GGML_Q8_0, 20 /* IQ4_NL */);
+        tq_status st = tiny_llama_gguf_write(path, TQ_GGML_Q8_0, TQ_GGML_Q8_1);
         CHECK(st == TQ_OK, "write bad: %s", tq_last_error());
         tq_model_opts mo;
         tq_model_opts_default(&mo);
@@ -190,15 +190,15 @@ int main(int argc, char **argv)
         tq_model *m = NULL;
         st = tq_model_load(path, &mo, &m);
         printf("refusal: %s\n", tq_last_error());
-        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "IQ4_NL") &&
+        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "Q8_1") &&
                   strstr(tq_last_error(), "mlp.up_proj") && strstr(tq_last_error(), "Q4_K"),
-              "IQ4_NL refused naming tensor, type, list: %s", tq_last_error());
+              "Q8_1 refused naming tensor, type, list: %s", tq_last_error());
         tq_model_free(m);
         m = NULL;
         mo.weight_store = TQ_STORE_DEQUANT;
         st = tq_model_load(path, &mo, &m);
-        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "IQ4_NL"),
-              "IQ4_NL refused with dequant too: %s", tq_last_error());
+        CHECK(st == TQ_E_UNSUPPORTED && strstr(tq_last_error(), "Q8_1"),
+              "Q8_1 refused with dequant too: %s", tq_last_error());
         tq_model_free(m);
         m = NULL;
         unlink(path);

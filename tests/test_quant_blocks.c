@@ -2,7 +2,8 @@
  * 1. against the `gguf` Python package (goldens by scripts/quant/gen_block_goldens.py in
  *    tests/data/quant): our dequantization of random blocks equals the package's (the layout our
  *    quantizers write is the one the package reads), and our Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 bytes equal
- *    the package's quantize() on the same inputs;
+ *    the package's quantize() on the same inputs (IQ4_NL: dequantization only, the package has
+ *    no quantizer for it);
  * 2. round trip on seeded random data with outliers: relative RMS error and the worst error per
  *    block (in units of the block's max |x|) within per-type bounds; an all-zero block decodes to
  *    zeros; the output does not depend on the chunking of the call;
@@ -11,6 +12,7 @@
  *    kinds of data, and it wins in total (by 5% for Q4_K/Q5_K, 1% for Q6_K);
  * 4. the pipeline's searched Q4_0 Q5_0 Q4_1 Q5_1 (tq_ggml_quantize_search) never lose to ggml's
  *    reference block (tq_ggml_quantize) per block in the same weighted error, win in total;
+ *    IQ4_NL's scale search never loses to its plain fit, wins in total;
  * 5. refusals: unknown type, a count that is not a block multiple, a short buffer. */
 #include "core/rng.h"
 #include "quant/quant_internal.h"
@@ -18,15 +20,20 @@
 #include "turboquant.h"
 
 static const char *const names[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
-                                    "Q4_K", "Q5_K", "Q6_K"};
-static const int types[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
-                            TQ_GGML_Q5_1, TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K};
+                                    "Q4_K", "Q5_K", "Q6_K", "IQ4_NL"};
+static const int types[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0, TQ_GGML_Q5_1,
+                            TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K, TQ_GGML_IQ4_NL};
+#define N_TYPES 9
+#define IQ4_RMSE 0.125 /* measured 0.110 + ~15% */
+#define IQ4_GAIN 0.95 /* measured -9.1% */
 /* Bounds of the round trip on N(0,1) data with 1% outliers x10. Worst error per block in units of
  * its max |x|: from the rules (Q8_0 half a step 0.5/127; Q4_0/Q5_0 one step 1/8, 1/16 at the
  * clipped end; Q4_1/Q5_1 half a step of the range, <= 2/30, 2/62) plus f16 rounding of the
- * scales; the K types and all relative RMS bounds: measured at the default seed + ~15%. */
-static const double rel_rmse_max[] = {0.011, 0.16, 0.115, 0.08, 0.055, 0.11, 0.056, 0.031};
-static const double worst_max[] = {0.0045, 0.13, 0.07, 0.066, 0.035, 0.08, 0.04, 0.02};
+ * scales; IQ4_NL (half its widest gap, 12/127, widened by the scale search): measured; the K
+ * types and all relative RMS bounds: measured at the default seed + ~15%. */
+static const double rel_rmse_max[] = {0.011, 0.16, 0.115, 0.08, 0.055, 0.11, 0.056, 0.031,
+                                      IQ4_RMSE};
+static const double worst_max[] = {0.0045, 0.13, 0.07, 0.066, 0.035, 0.08, 0.04, 0.02, 0.12};
 
 static void *slurp(const char *path, size_t *n)
 {
@@ -276,12 +283,59 @@ static void check_search32(int k, tq_rng *r)
           names[k]);
 }
 
+/* IQ4_NL: the searched quantizer (tq_ggml_quantize) never loses to the plain fit (the largest
+ * element at level -127, nearest levels) per block in the weighted error, and wins in total. */
+static void check_iq4_search(tq_rng *r)
+{
+    enum { NB = 1536 };
+    static float x[32 * NB], y[32 * NB], z[32 * NB];
+    static uint8_t q[18 * NB], qp[18 * NB];
+    for (int i = 0; i < 32 * NB; i++) { /* the six kinds of check_search */
+        const int kind = i / (32 * NB / 6);
+        double v = tq_rng_normal(r);
+        if (kind == 1)
+            v /= sqrt(0.02 + (double)(tq_rng_u64(r) % 1000) / 1000.0);
+        else if (kind == 2 && tq_rng_u64(r) % 50 == 0)
+            v *= 20.0;
+        else if (kind == 3)
+            v = fabs(v) + 0.5;
+        else if (kind == 4)
+            v *= 1e-6;
+        else if (kind == 5)
+            v = 0.01 * (double)(tq_rng_u64(r) % 16) - 0.07;
+        x[i] = (float)v;
+    }
+    for (int i = 0; i < 32; i++)
+        x[i] = 0.0f;
+    CHECK(tq_ggml_quantize(TQ_GGML_IQ4_NL, x, 32 * NB, q, sizeof(q)) == TQ_OK, "IQ4_NL quantize");
+    for (int b = 0; b < NB; b++)
+        tq_ggml_quantize_iq4_nl_plain(x + 32 * b, qp + 18 * b);
+    tq_ggml_dequant_ref(TQ_GGML_IQ4_NL, q, sizeof(q), y, 32 * NB);
+    tq_ggml_dequant_ref(TQ_GGML_IQ4_NL, qp, sizeof(qp), z, 32 * NB);
+    double es = 0, ep = 0;
+    int worse = 0, better = 0;
+    for (int b = 0; b < NB; b++) {
+        const double a = werr32(x + 32 * b, y + 32 * b), c = werr32(x + 32 * b, z + 32 * b);
+        worse += a > c * (1.0 + 1e-9);
+        better += a < c;
+        es += a;
+        ep += c;
+    }
+    for (int l = 0; l < 32; l++)
+        CHECK(y[l] == 0.0f, "IQ4_NL: zero block decoded to %g", y[l]);
+    printf("IQ4_NL search vs plain fit: weighted error %.4g vs %.4g (better on %d/%d blocks, "
+           "worse on %d)\n", es, ep, better, NB, worse);
+    CHECK(worse == 0, "IQ4_NL: the search lost to the plain fit on %d blocks", worse);
+    CHECK(es < IQ4_GAIN * ep, "IQ4_NL: the search gains less than %.0f%% (%.4g vs %.4g)",
+          100.0 * (1.0 - IQ4_GAIN), es, ep);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_quant_blocks");
     tq_rng r;
     tq_rng_seed(&r, t_seed);
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < N_TYPES; k++) {
         check_golden(k);
         check_roundtrip(k, &r);
         if (types[k] == TQ_GGML_Q4_K || types[k] == TQ_GGML_Q5_K || types[k] == TQ_GGML_Q6_K)
@@ -289,6 +343,8 @@ int main(int argc, char **argv)
         if (types[k] == TQ_GGML_Q4_0 || types[k] == TQ_GGML_Q5_0 || types[k] == TQ_GGML_Q4_1 ||
             types[k] == TQ_GGML_Q5_1)
             check_search32(k, &r);
+        if (types[k] == TQ_GGML_IQ4_NL)
+            check_iq4_search(&r);
     }
     CHECK(tq_ggml_quantize_k_rtn(TQ_GGML_Q4_0, NULL, NULL) == -1, "k_rtn: Q4_0 refused");
     float x[64] = {0};

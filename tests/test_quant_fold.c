@@ -3,9 +3,11 @@
  * written as f32 safetensors, give the same logits through the engine as the unfolded model
  * (NMSE per position <= 1e-9, same argmax), for the whole fold and for each part alone; the fold
  * really changes the weights; the GGUF path (a GGUF written here from the tiny llama, q/k rows
- * permuted like llama.cpp's converter) folds and quantizes exactly too; every refusal of
+ * permuted like llama.cpp's converter) folds and quantizes exactly too, a tiny gemma3 GGUF
+ * converts to Hugging Face / MLX exactly; every refusal of
  * issue 13's "Bad input" is checked, and a run that fails midway leaves nothing at OUT. */
 #include <dirent.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -231,7 +233,45 @@ static void check_mix(void)
               t >= 0 ? tq_ggml_type_name(t) : "-", tq_ggml_type_name(cases[i].want));
     }
     tq_gguf_free(g);
-    printf("mix: llama-quantize's Q4_K_M / Q4_K_S layouts on the tiny llama as expected\n");
+    g = NULL;
+    { /* IQ4_NL: llama-quantize's file type 25 (2 layers: no ffn_down bump; 4 / 2 heads: none) */
+        snprintf(out, sizeof(out), "%s/mix_iq4nl.gguf", base);
+        tq_quantize_opts o;
+        tq_quantize_opts_default(&o);
+        o.src = src;
+        o.out = out;
+        o.type = TQ_GGML_IQ4_NL;
+        o.mix = TQ_QMIX_LLAMA;
+        tq_quantize_result r;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "mix IQ4_NL: %s", tq_last_error());
+        uint32_t ft = 0;
+        CHECK(tq_gguf_open(out, &g) == TQ_OK && tq_gguf_get_u32(g, "general.file_type", &ft) ==
+                  TQ_OK && ft == 25, "IQ4_NL file_type %u", ft);
+        CHECK(g && type_of(g, "output.weight") == TQ_GGML_Q8_0 &&
+                  type_of(g, "blk.0.attn_v.weight") == TQ_GGML_IQ4_NL &&
+                  type_of(g, "blk.1.ffn_down.weight") == TQ_GGML_IQ4_NL &&
+                  type_of(g, "token_embd.weight") == TQ_GGML_IQ4_NL, "IQ4_NL mix types");
+        tq_gguf_free(g);
+        /* the same layout in Q4_0 (4.5 bits too) as the yardstick: the same order of error (the
+         * tiny random model's worst-position NMSE is noisy; KL on real text: docs/results.md) */
+        char q40[512];
+        snprintf(q40, sizeof(q40), "%s/mix_q40.gguf", base);
+        o.out = q40;
+        o.type = TQ_GGML_Q4_0;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "mix Q4_0: %s", tq_last_error());
+        float *la = malloc(sizeof(float) * NTOK * 256), *lb = malloc(sizeof(float) * NTOK * 256);
+        int Va = 0, Vb = 0, same = 0;
+        CHECK(logits_of(src, prompt, NTOK, la, &Va) == 0 && logits_of(out, prompt, NTOK, lb, &Vb)
+                  == 0 && Va == Vb, "IQ4_NL logits");
+        const double e = worst_nmse(la, lb, NTOK, Va, &same);
+        CHECK(logits_of(q40, prompt, NTOK, lb, &Vb) == 0 && Va == Vb, "Q4_0 logits");
+        const double e0 = worst_nmse(la, lb, NTOK, Va, &same);
+        printf("mix IQ4_NL vs f32: worst NMSE %.3g (Q4_0 in the same layout: %.3g)\n", e, e0);
+        CHECK(e < 1.5 * e0, "IQ4_NL file far from its source: NMSE %.3g (Q4_0 %.3g)", e, e0);
+        free(la);
+        free(lb);
+    }
+    printf("mix: llama-quantize's Q4_K_M / Q4_K_S / IQ4_NL layouts on the tiny llama\n");
 }
 
 static void check_gguf(void)
@@ -435,6 +475,103 @@ static void check_gguf(void)
     free(b);
 }
 
+/* Gemma 3 GGUF -> Hugging Face safetensors / MLX (tests/tiny_gguf.h's gemma3 writer: norms as
+ * 1 + w, tied embedding, sliding window keys): the tiny GGUF gives the Hugging Face model's
+ * logits (with query_pre_attn_scalar = head_dim, the only scale a gemma3 GGUF can say), its f32
+ * safetensors copy (norms written back as w, gemma3_text config.json with layer_types) gives the
+ * GGUF's logits bit for bit (rotated: up to rounding), the MLX 8-bit copy runs close. */
+static void check_gemma_gguf(void)
+{
+    char src[512], hf[512], p[600];
+    snprintf(src, sizeof(src), "%s/gemma3.gguf", base);
+    tq_status st = tiny_gguf_write(src, "gemma3", TQ_GGML_F32, 0);
+    CHECK(st == TQ_OK, "write tiny gemma3 gguf: %s", tq_last_error());
+    if (st)
+        return;
+    float *a = malloc(sizeof(float) * NTOK * 256), *b = malloc(sizeof(float) * NTOK * 256);
+    int V = 0, V2 = 0, same = 0;
+    CHECK(logits_of(src, prompt, NTOK, a, &V) == 0 && V == 256, "gemma3 gguf logits");
+    { /* the Hugging Face original, query_pre_attn_scalar 48 -> 64 (= head_dim) */
+        snprintf(hf, sizeof(hf), "%s/gemma3_hf64", base);
+        mkdir(hf, 0755);
+        snprintf(p, sizeof(p), "%s/model.safetensors", hf);
+        char target[PATH_MAX];
+        CHECK(realpath("tests/data/tiny/gemma3/model.safetensors", target) != NULL &&
+                  symlink(target, p) == 0, "link tiny gemma3 weights");
+        FILE *f = fopen("tests/data/tiny/gemma3/config.json", "r");
+        char buf[8192] = {0};
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        char *q = strstr(buf, "\"query_pre_attn_scalar\": 48");
+        CHECK(n > 0 && q, "tiny gemma3 config has query_pre_attn_scalar 48");
+        if (q)
+            memcpy(q + strlen("\"query_pre_attn_scalar\": "), "64", 2);
+        snprintf(p, sizeof(p), "%s/config.json", hf);
+        f = fopen(p, "w");
+        CHECK(f && fwrite(buf, 1, n, f) == n, "write config");
+        if (f)
+            fclose(f);
+        CHECK(logits_of(hf, prompt, NTOK, b, &V2) == 0 && V2 == V, "gemma3 hf64 logits");
+        const double e = worst_nmse(b, a, NTOK, V, &same);
+        printf("gemma3 tiny gguf vs its Hugging Face source: worst NMSE %.3g, argmax same %d\n",
+               e, same);
+        CHECK(e <= 1e-12 && same, "gemma3 gguf vs hf NMSE %.3g", e);
+    }
+    for (int rot = 0; rot < 2; rot++) {
+        snprintf(hf, sizeof(hf), "%s/gemma3_from_gguf_%d", base, rot);
+        st = quantize(src, hf, TQ_QFORMAT_SAFETENSORS, TQ_GGML_F32, rot, 0, 0);
+        CHECK(st == TQ_OK, "gemma3 gguf -> safetensors (rotate %d): %s", rot, tq_last_error());
+        CHECK(!st && logits_of(hf, prompt, NTOK, b, &V2) == 0 && V2 == V,
+              "gemma3 gguf -> safetensors loads");
+        const double e = worst_nmse(a, b, NTOK, V, &same);
+        printf("gemma3 gguf -> safetensors f32%s: worst NMSE %.3g, argmax same %d\n",
+               rot ? " rotated" : "", e, same);
+        CHECK(e <= (rot ? 1e-9 : 0) && same, "gemma3 gguf -> safetensors NMSE %.3g", e);
+        snprintf(p, sizeof(p), "%s/config.json", hf);
+        FILE *f = fopen(p, "r");
+        char buf[4096] = {0};
+        if (f) {
+            if (fread(buf, 1, sizeof(buf) - 1, f) == 0)
+                buf[0] = 0;
+            fclose(f);
+        }
+        CHECK(strstr(buf, "\"gemma3_text\"") &&
+                  strstr(buf, "[\"sliding_attention\", \"full_attention\"]") &&
+                  strstr(buf, "\"tie_word_embeddings\": true"),
+              "gemma3 config.json: model type, layer_types, tied");
+    }
+    /* MLX 8-bit g32 of the GGUF and of the Hugging Face original: the same codes, the same
+     * logits (the tiny random model amplifies 8-bit error: vs f32 only loosely) */
+    float *c = malloc(sizeof(float) * NTOK * 256);
+    int V3 = 0;
+    for (int k = 0; k < 2; k++) {
+        snprintf(hf, sizeof(hf), "%s/gemma3_mlx_%d", base, k);
+        snprintf(p, sizeof(p), "%s/gemma3_hf64", base);
+        tq_quantize_opts o;
+        tq_quantize_opts_default(&o);
+        o.src = k ? p : src;
+        o.out = hf;
+        o.format = TQ_QFORMAT_MLX;
+        o.bits = 8;
+        o.group = 32;
+        tq_quantize_result r;
+        CHECK(tq_quantize(&o, &r) == TQ_OK, "gemma3 %s -> mlx: %s", k ? "hf" : "gguf",
+              tq_last_error());
+        CHECK(logits_of(hf, prompt, NTOK, k ? c : b, &V3) == 0 && V3 == V, "gemma3 mlx loads");
+    }
+    double e = worst_nmse(c, b, NTOK, V, &same);
+    printf("gemma3 gguf -> mlx 8-bit g32 vs hf -> mlx: worst NMSE %.3g, argmax same %d\n", e,
+           same);
+    CHECK(e <= 1e-12 && same, "gemma3 mlx of gguf vs of hf NMSE %.3g", e);
+    e = worst_nmse(a, b, NTOK, V, &same);
+    printf("gemma3 gguf -> mlx 8-bit g32 vs f32: worst NMSE %.3g\n", e);
+    CHECK(e <= 1e-2, "gemma3 gguf -> mlx vs f32 NMSE %.3g", e);
+    free(c);
+    free(a);
+    free(b);
+}
+
 /* MLX affine output: layout (uint32 codes, bf16 scales/biases per group), the decoded values near
  * the f32 ones, config.json "quantization"; refusals of bad bits/group and a GGUF source. (Bit
  * equality with mx.quantize and loading by mlx-lm: scripts/quant/mlx_check.py.) */
@@ -515,6 +652,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < 4; i++)
         check_arch(arches[i]);
     check_gguf();
+    check_gemma_gguf();
     check_mix();
     check_mlx();
     char cmd[300];

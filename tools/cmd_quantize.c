@@ -26,9 +26,10 @@ static void usage(void)
            "                      mistral, qwen2, qwen3, gemma3): matrices as\n"
            "                      uint32 codes + bf16 scales/biases per group (--bits 2 3 4 5 6 8,\n"
            "                      default 4; --group 32 64 128, default 64), norms bf16\n"
-           "  --type T            gguf: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K for\n"
-           "                      the weight matrices (1-D tensors stay F32; rows that are not a\n"
-           "                      block multiple fall back like llama-quantize: Q4_K->Q5_0,\n"
+           "  --type T            gguf: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K\n"
+           "                      IQ4_NL for the weight matrices (1-D tensors stay F32; rows\n"
+           "                      that are not a block multiple fall back like llama-quantize:\n"
+           "                      Q4_K->Q5_0,\n"
            "                      Q5_K->Q5_1, Q6_K->Q8_0); safetensors: F32 F16 BF16 (default\n"
            "                      Q8_0 / BF16); Q4_K_M Q5_K_M Q4_K_S Q5_K_S: llama-quantize's\n"
            "                      file types of those names (= --type Q4_K --mix llama, ...)\n"
@@ -36,7 +37,9 @@ static void usage(void)
            "                      per-tensor types llama-quantize picks for that file type\n"
            "                      without an imatrix (lm_head / tied embedding Q6_K, or Q8_0\n"
            "                      where rows are not a multiple of 256; Q4_K/Q5_K: attn_v and\n"
-           "                      ffn_down of 1/8 + 1/8 + every third layer in Q6_K, = *_K_M)\n"
+           "                      ffn_down of 1/8 + 1/8 + every third layer in Q6_K, = *_K_M;\n"
+           "                      IQ4_NL: ffn_down of the first 1/8 and attn_v when heads /\n"
+           "                      kv heads >= 4 in Q5_K)\n"
            "  --rotate            fold the rotation: untie embeddings, RMSNorm gains into the\n"
            "                      linears, R1 (Hadamard, hidden) on the residual stream, R2 per\n"
            "                      head on v/o (docs/FORMAT.md \"Rotation fold\"); gemma3: R1 is\n"
@@ -100,7 +103,7 @@ static void on_tensor(void *vp, const tq_quantize_tensor_stats *s)
 static int parse_type(const char *v)
 {
     static const char *const names[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1",
-                                        "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"};
+                                        "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL"};
     for (int t = 0; t < TQ_GGML_TYPE_LIMIT; t++)
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
             if (!strcasecmp(v, names[i]) && !strcmp(tq_ggml_type_name(t), names[i]))
@@ -210,7 +213,7 @@ int cmd_quantize(int argc, char **argv)
     }
     if (o.type < 0 || (type && (o.type = parse_type(type)) < 0)) {
         fprintf(stderr, "tq quantize: --type '%s': valid: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
-                        "Q4_K Q5_K Q6_K, and the mixes Q4_K_M Q5_K_M Q4_K_S Q5_K_S\n", type);
+                        "Q4_K Q5_K Q6_K IQ4_NL, and the mixes Q4_K_M Q5_K_M Q4_K_S Q5_K_S\n", type);
         return 2;
     }
     if (o.mix != TQ_QMIX_PURE && o.format != TQ_QFORMAT_GGUF) {

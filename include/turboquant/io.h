@@ -34,6 +34,7 @@ typedef enum tq_ggml_type {
     TQ_GGML_Q5_K = 13,
     TQ_GGML_Q6_K = 14,
     TQ_GGML_Q8_K = 15,
+    TQ_GGML_IQ4_NL = 20,
     TQ_GGML_I8 = 24,
     TQ_GGML_I16 = 25,
     TQ_GGML_I32 = 26,
@@ -50,7 +51,7 @@ TQ_API const char *tq_ggml_type_name(int type);
 TQ_API int64_t tq_ggml_block_size(int type);
 TQ_API size_t tq_ggml_type_size(int type);
 /* tq_ggml_can_dequant() -- 1 if tq_ggml_dequant() handles this type (F32 F16 BF16 Q4_0 Q4_1 Q5_0
- * Q5_1 Q8_0 Q4_K Q5_K Q6_K). */
+ * Q5_1 Q8_0 Q4_K Q5_K Q6_K IQ4_NL). */
 TQ_API int tq_ggml_can_dequant(int type);
 /* tq_ggml_nbytes() -- bytes of n elements of `type` into *out. TQ_E_FORMAT if n is not a multiple
  * of the block size or the size overflows; TQ_E_UNSUPPORTED for an unknown type. */

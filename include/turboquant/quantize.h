@@ -15,13 +15,14 @@ extern "C" {
 #endif
 
 /* ==== GGUF block quantizers (the inverse of tq_ggml_dequant) ================================= */
-/* tq_ggml_can_quantize() -- 1 for F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K. */
+/* tq_ggml_can_quantize() -- 1 for F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K IQ4_NL. */
 TQ_API int tq_ggml_can_quantize(int type);
 /* tq_ggml_quantize() -- encode n f32 values (n % block size == 0) as `type` into dst (dst_cap
  * bytes, at least tq_ggml_nbytes()). Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 follow ggml's reference rules
  * (same bytes as the `gguf` Python package); the K types search the sub-block scales (a
  * weighted least-squares fit, src/quant/quant_ggml.c) and keep the plain min/max fit where that
- * is better. Deterministic, no allocation, thread-safe. */
+ * is better; IQ4_NL searches its block scale (both signs, keeping the plain fit where better).
+ * Deterministic, no allocation, thread-safe. */
 TQ_API tq_status tq_ggml_quantize(int type, const float *src, int64_t n, void *dst,
                                   size_t dst_cap);
 

@@ -8,7 +8,7 @@ For each GGUF block type writes tests/data/quant/<TYPE>.bin (little-endian):
                then gguf's dequantize() of them as f32 (n_blocks * block_values)
     section B: u32 has_quant; if 1: f32 inputs (n_blocks * block_values) then gguf's
                quantize() of them (n_blocks * block_bytes) -- types with a reference quantizer
-               in the package (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1)
+               in the package (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1; not the K types, not IQ4_NL)
 Deterministic: numpy default_rng(20261202 + type). Run: python3 scripts/quant/gen_block_goldens.py
 """
 import importlib.metadata
@@ -21,10 +21,10 @@ import gguf
 from gguf import quants, GGMLQuantizationType as T
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "quant")
-TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
+TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL"]
 # byte offsets of f16 scale fields inside a block (kept finite and moderate)
 F16_FIELDS = {"Q8_0": [0], "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2],
-              "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
+              "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_NL": [0]}
 N_BLOCKS = 64
 
 
@@ -63,7 +63,8 @@ def main():
                 f"{importlib.metadata.version('gguf')} "
                 f"(numpy {np.__version__}); layout in the script's docstring. Checked by "
                 "`tests/test_quant_blocks.c`: our dequantization of the random blocks equals the "
-                "package's, our Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantizers give the package's bytes.\n")
+                "package's (every type, IQ4_NL included), our Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantizers "
+                "give the package's bytes (the package has no quantizer for the K types and IQ4_NL).\n")
     print("wrote", OUT)
 
 

@@ -192,6 +192,23 @@ void tq_dq_q6_k(const void *src, float *y, int64_t n)
 }
 
 /* ---- quantize references (the float formats; the block quantizers come with tq quantize) ---- */
+/* IQ4_NL: f16 d, 16 bytes of nibbles as Q4_0 (low: elements 0..15, high: 16..31); each nibble
+ * indexes the non-linear table tq_iq4nl_values; d * (float)value. */
+const int8_t tq_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+
+void tq_dq_iq4_nl(const void *src, float *y, int64_t n)
+{
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / 32; i++, b += 18, y += 32) {
+        const float d = f16(b);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)tq_iq4nl_values[b[2 + j] & 0x0f];
+            y[j + 16] = d * (float)tq_iq4nl_values[b[2 + j] >> 4];
+        }
+    }
+}
+
 void tq_qz_f32(const float *x, void *dst, int64_t n)
 {
     memcpy(dst, x, (size_t)n * sizeof(float));

@@ -24,7 +24,7 @@
 
 /* tq-only format ids (after the ggml ids, which stop below TQ_GGML_TYPE_LIMIT = 64). */
 enum {
-    TQ_FMT_IQ4_NL = 20,     /* ggml's id; reserved: the quantize work may add its row   */
+    TQ_FMT_IQ4_NL = 20,     /* ggml's id (= TQ_GGML_IQ4_NL)                              */
     TQ_FMT_MLX_AFFINE = 64, /* MLX affine: 64 + 3 * bits index + group index, 18 ids   */
     TQ_FMT_TEST_DUMMY = 63, /* used only by tests/test_formats.c (TQ_TEST_DUMMY_FORMAT) */
     TQ_FMT_LIMIT = 96       /* ids at or above are unknown                              */
@@ -122,7 +122,7 @@ typedef struct tq_format {
     X(TQ_GGML_Q2_K, "Q2_K", 256, 84, TQ_ACT_NONE, NULL, NULL)                                      \
     X(TQ_GGML_Q3_K, "Q3_K", 256, 110, TQ_ACT_NONE, NULL, NULL)                                     \
     X(TQ_GGML_Q8_K, "Q8_K", 256, 292, TQ_ACT_NONE, NULL, NULL)                                     \
-    X(TQ_FMT_IQ4_NL, "IQ4_NL", 32, 18, TQ_ACT_NONE, NULL, NULL)                                    \
+    X(TQ_FMT_IQ4_NL, "IQ4_NL", 32, 18, TQ_ACT_Q8A, tq_dq_iq4_nl, NULL)                             \
     X(TQ_GGML_I8, "I8", 1, 1, TQ_ACT_NONE, NULL, NULL)                                             \
     X(TQ_GGML_I16, "I16", 1, 2, TQ_ACT_NONE, NULL, NULL)                                           \
     X(TQ_GGML_I32, "I32", 1, 4, TQ_ACT_NONE, NULL, NULL)                                           \
@@ -142,6 +142,9 @@ void tq_dq_q8_0(const void *src, float *y, int64_t n);
 void tq_dq_q4_k(const void *src, float *y, int64_t n);
 void tq_dq_q5_k(const void *src, float *y, int64_t n);
 void tq_dq_q6_k(const void *src, float *y, int64_t n);
+void tq_dq_iq4_nl(const void *src, float *y, int64_t n);
+/* IQ4_NL's 16 values (ggml's kvalues_iq4nl, the gguf package's IQ4_NL.kvalues), ascending. */
+extern const int8_t tq_iq4nl_values[16];
 void tq_qz_f32(const float *x, void *dst, int64_t n);
 void tq_qz_f16(const float *x, void *dst, int64_t n);
 void tq_qz_bf16(const float *x, void *dst, int64_t n);

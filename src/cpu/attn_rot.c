@@ -29,6 +29,23 @@ int tq_rot_code_row_ok(const tq_rot_code *c, int d)
     return 0;
 }
 
+size_t tq_rot_code_pairs_floats(const tq_rot_code *c)
+{
+    return c && c->kind == TQ_ROTC_LM && c->pair_bits >= 1 && c->pair_bits <= 16
+               ? (size_t)2 << c->pair_bits
+               : 0;
+}
+
+void tq_rot_code_fill_pairs(const tq_rot_code *c, float *pairs)
+{
+    const unsigned L = (unsigned)c->levels, n = (unsigned)(tq_rot_code_pairs_floats(c) / 2);
+    for (unsigned v = 0; v < n; v++) { /* the same (i0, i1) as dec_block() below */
+        const unsigned i1 = v / L;
+        pairs[2 * v] = c->grid[v % L];
+        pairs[2 * v + 1] = c->grid[i1 < L ? i1 : L - 1];
+    }
+}
+
 /* ---- scalar specification --------------------------------------------------------------------- */
 
 /* one block of code c to floats: value * scale, one float product per element */
@@ -333,6 +350,8 @@ void tq_attn_rot_run(const tq_attn_rot_job *j, tq_pool *pool)
     const int64_t span = n_keys - key_lo(j, j->pos0);
     tq_pool *p = j->n_q * span * j->n_heads * j->hd >= 32768 ? pool : NULL;
     tq_pool_run(p, unit_task, &dj);
+    /* the merge is n_q * n_heads rows of n_ch states: for a decode step (9 rows of 4 chunks at
+     * 1k on SmolLM2) less work than waking the pool a second time; same rows either way */
     if (dj.chunked)
-        tq_pool_run(p, merge_task, &dj);
+        tq_pool_run(j->n_q * j->n_heads * dj.n_ch * j->hd >= 65536 ? p : NULL, merge_task, &dj);
 }

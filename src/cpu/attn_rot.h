@@ -57,7 +57,16 @@ typedef struct tq_rot_code {
     int levels;         /* LM: L; pair code = i0 + L * i1                           */
     int pair_bits;      /* LM: bits of L*L - 1                                      */
     const float *grid;  /* LM: L sorted floats; IQ4_NL: the 16 grid values as floats */
+    /* LM, optional (NULL: the kernels look up grid): the pair table, 2^pair_bits entries of two
+     * floats, entry v = (grid[v % L], grid[min(v / L, L - 1)]) (tq_rot_code_fill_pairs()), so a
+     * pair code is one 64-bit load instead of a division and two lookups. Same decoded values. */
+    const float *pairs;
 } tq_rot_code;
+
+/* tq_rot_code_pairs_floats() -- floats of c's pair table (0 when c is not LM);
+ * tq_rot_code_fill_pairs() writes it (c->grid, c->levels, c->pair_bits). */
+size_t tq_rot_code_pairs_floats(const tq_rot_code *c);
+void tq_rot_code_fill_pairs(const tq_rot_code *c, float *pairs);
 
 /* tq_rot_code_row_ok() -- 1 when the kernels support rows of d elements of code c (d a multiple
  * of the group and of 64, d <= TQ_ROT_MAX_HD; LM pair_bits <= 16, block_bytes <= 64). */

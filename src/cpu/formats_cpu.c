@@ -4,6 +4,7 @@
 #include "cpu/formats_cpu.h"
 #include "cpu/qdot.h"
 #include "cpu/qdot_affine.h"
+#include "cpu/qdot_iq4nl.h"
 
 tq_dequant_fn tq_cpu_dequant_kernel(tq_isa isa, int id)
 {
@@ -46,6 +47,7 @@ static void fill(void)
                 k.gemm_f32 = tabs[t]->gemm_f32[id];
         }
         tq_affine_register(isa, id, &k); /* the MLX affine rows (cpu/qdot_affine.h) */
+        tq_iq4nl_register(isa, id, &k);  /* IQ4_NL (cpu/qdot_iq4nl.h) */
         tq_format_set_kernels(id, &k);
     }
 }

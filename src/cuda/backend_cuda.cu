@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
+#include "cuda/cublas_lazy.h"
 #include "cuda/kv_cuda.cuh"
 #include "cuda/pdl.cuh"
 #include "cuda/qgemv.h"
@@ -642,7 +643,7 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows
     if (e != cudaSuccess)
         st = TQC_FAIL(TQ_E_CUDA, "CUDA backend: %s", cudaGetErrorString(e));
     else if (cublasCreate(&b->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(b->blas, b->stream) != CUBLAS_STATUS_SUCCESS)
-        st = TQC_FAIL(TQ_E_CUDA, "CUDA backend: cuBLAS initialisation failed");
+        st = TQC_FAIL(TQ_E_CUDA, "CUDA backend: cuBLAS initialisation failed: %s", tqc_cublas_error());
     if (st != TQ_OK) {
         tqc_be_free(b);
         return st;

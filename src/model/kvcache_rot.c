@@ -16,6 +16,7 @@ typedef struct tq_kvc_rot {
     tq_kvcache base;            /* first member                                       */
     tq_rot_code kc, vc;         /* the K and V codes as plain descriptors              */
     float iq4[16];              /* iq4_nl grid as floats (descriptor storage)          */
+    float *kpairs, *vpairs;     /* the LM codes' pair tables (NULL for the other codes) */
     const tq_attn_rot_kernels *kern;
     unsigned char *scratch;     /* n_threads x tq_attn_rot_scratch_bytes               */
     float *part;                /* decode partial states                               */
@@ -31,7 +32,7 @@ static void code_of(int code, float *iq4, tq_rot_code *o)
         while ((1 << pb) < c->levels * c->levels)
             pb++;
         *o = (tq_rot_code){TQ_ROTC_LM, c->group, (int)tq_kv_lm_block_bytes(c), c->levels, pb,
-                           c->grid};
+                           c->grid, NULL};
         return;
     }
     o->group = 32;
@@ -107,6 +108,8 @@ static void rot_destroy(tq_kvcache *c)
     tq_free(r->scratch);
     tq_free(r->part);
     tq_free(r->qbuf);
+    tq_free(r->kpairs);
+    tq_free(r->vpairs);
     tq_free(r);
 }
 
@@ -164,6 +167,19 @@ tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, 
     r->qbuf = tq_aligned_alloc((size_t)ROT_QMAX * n_heads * head_dim * sizeof(float));
     if (!r->scratch || !r->part || !r->qbuf)
         goto nomem;
+    /* the pair tables (at most 2^16 x 8 bytes each; one per cache, shared by the layers) */
+    if (tq_rot_code_pairs_floats(&r->kc)) {
+        if (!(r->kpairs = tq_malloc(tq_rot_code_pairs_floats(&r->kc) * sizeof(float))))
+            goto nomem;
+        tq_rot_code_fill_pairs(&r->kc, r->kpairs);
+        r->kc.pairs = r->kpairs;
+    }
+    if (tq_rot_code_pairs_floats(&r->vc)) {
+        if (!(r->vpairs = tq_malloc(tq_rot_code_pairs_floats(&r->vc) * sizeof(float))))
+            goto nomem;
+        tq_rot_code_fill_pairs(&r->vc, r->vpairs);
+        r->vc.pairs = r->vpairs;
+    }
     *out = c;
     return TQ_OK;
 nomem:

@@ -8,11 +8,13 @@
  * reference quantizer in that package; ours searches the sub-block scales (see "K types"
  * below) and never writes a block with a larger weighted error than the plain min/max fit;
  * the decoded values are checked against the package's dequantization and against round-trip
- * error bounds. No allocation; pure functions
+ * error bounds. IQ4_NL (no reference quantizer in that package either): a scale search, see
+ * "IQ4_NL" below. No allocation; pure functions
  * (the library builds with -ffp-contract=off). */
 #include <math.h>
 #include <string.h>
 
+#include "common/formats.h"
 #include "core/half.h"
 #include "quant/quant_internal.h"
 
@@ -687,6 +689,97 @@ tq_status tq_ggml_quantize_search(int type, const float *src, int64_t n, void *d
     return TQ_OK;
 }
 
+/* ---- IQ4_NL ----------------------------------------------------------------------------------
+ * w = d * v[q], v = tq_iq4nl_values (16 non-linear int8 levels, -127 .. 113: not symmetric, so
+ * the sign of d picks which end of the table the block's largest element lands on). The gguf
+ * package has no quantizer for it (dequantization only); ours, written from the layout: for
+ * both signs of d and 9 stretches (the element of largest magnitude mapped to -127 or 113,
+ * times 1 + 0.025 i, i = -4..4), the nearest levels, then the weighted least-squares d for
+ * those levels; every candidate d is rounded to f16 and the levels re-chosen for it; the block
+ * with the least weighted error (w = rms(block) + |x|, as the searched 32-blocks) is written.
+ * The plain fit (largest element at -127) is one of the candidates (test_quant_blocks). */
+/* index of the level nearest t (ties: the lower one). lower[c + 128] = the largest k with
+ * v[k] <= c for the integer c = floor(t) in [-127, 113): then v[k] <= t < v[k + 1] (the levels
+ * are integers), and one comparison picks between them. */
+static int iq4_nearest(float t)
+{
+    const int8_t *const v = tq_iq4nl_values;
+    if (!(t > (float)v[0]))
+        return 0; /* also NaN */
+    if (t >= (float)v[15])
+        return 15;
+    static _Thread_local int8_t lower[256];
+    static _Thread_local int init;
+    if (!init) {
+        for (int c = -128, k = 0; c < 128; c++) {
+            while (k < 15 && v[k + 1] <= c)
+                k++;
+            lower[c + 128] = (int8_t)k;
+        }
+        init = 1;
+    }
+    const int k = lower[(int)floorf(t) + 128];
+    return t - (float)v[k] <= (float)v[k + 1] - t ? k : k + 1;
+}
+
+/* the block of scale f16(d) with each element's nearest level; returns its weighted error */
+static double iq4_put(float d, const float *x, const float *w, uint8_t *b)
+{
+    d = f16r(d);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int q[32];
+    double e = 0.0;
+    for (int l = 0; l < 32; l++) {
+        q[l] = iq4_nearest(x[l] * id);
+        const double r = (double)(d * (float)tq_iq4nl_values[q[l]]) - x[l];
+        e += w[l] * r * r;
+    }
+    put_f16(b, d);
+    for (int j = 0; j < 16; j++)
+        b[2 + j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    return e;
+}
+
+static void iq4_nl(const float *x, uint8_t *b)
+{
+    float w[32];
+    err_weights(x, 32, w);
+    const float mx = signed_absmax(x, 32);
+    double best = iq4_put(mx / -127.0f, x, w, b); /* the plain fit */
+    if (mx == 0.0f)
+        return;
+    uint8_t t[18];
+    for (int end = 0; end < 2; end++)
+        for (int i = -4; i <= 4; i++) {
+            const float lv = end ? 113.0f : -127.0f;
+            const float is = lv * (1.0f + 0.025f * (float)i) / mx;
+            float sxv = 0.0f, sv2 = 0.0f;
+            for (int l = 0; l < 32; l++) {
+                const float v = (float)tq_iq4nl_values[iq4_nearest(x[l] * is)];
+                sxv += w[l] * x[l] * v;
+                sv2 += w[l] * v * v;
+            }
+            const float cand[2] = {1.0f / is, sv2 > 0.0f ? sxv / sv2 : 0.0f};
+            for (int k = 0; k < 2; k++) {
+                if (!(cand[k] != 0.0f) || !isfinite(cand[k]))
+                    continue;
+                const double e = iq4_put(cand[k], x, w, t);
+                if (e < best) {
+                    best = e;
+                    memcpy(b, t, 18);
+                }
+            }
+        }
+}
+
+int tq_ggml_quantize_iq4_nl_plain(const float *x, uint8_t *block)
+{
+    float w[32];
+    err_weights(x, 32, w);
+    iq4_put(signed_absmax(x, 32) / -127.0f, x, w, block);
+    return 0;
+}
+
 typedef void (*qblock_fn)(const float *x, uint8_t *b);
 
 static qblock_fn block_fn(int type)
@@ -700,6 +793,7 @@ static qblock_fn block_fn(int type)
     case TQ_GGML_Q4_K: return q4_k;
     case TQ_GGML_Q5_K: return q5_k;
     case TQ_GGML_Q6_K: return q6_k;
+    case TQ_GGML_IQ4_NL: return iq4_nl;
     default: return NULL;
     }
 }
@@ -716,7 +810,7 @@ tq_status tq_ggml_quantize(int type, const float *src, int64_t n, void *dst, siz
         return TQ_FAIL(TQ_E_ARG, "tq_ggml_quantize: NULL buffer or negative count");
     if (!tq_ggml_can_quantize(type))
         return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_ggml_quantize: no quantizer for type %s (%d); "
-                       "supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K",
+                       "supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K IQ4_NL",
                        tq_ggml_type_name(type), type);
     size_t need;
     tq_status st = tq_ggml_nbytes(type, n, &need);

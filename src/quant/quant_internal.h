@@ -32,6 +32,9 @@ void tq_affine_dequantize(const uint32_t *codes, const uint16_t *scales_bf16,
  * fit alone (sub-block min/max, no search): the baseline the searched quantizer of
  * tq_ggml_quantize() is tested against. -1 for any other type. */
 int tq_ggml_quantize_k_rtn(int type, const float *x, uint8_t *block);
+/* quant_ggml.c: one IQ4_NL block by the plain fit alone (the largest element at level -127,
+ * nearest levels): the baseline the searched IQ4_NL quantizer is tested against. */
+int tq_ggml_quantize_iq4_nl_plain(const float *x, uint8_t *block);
 /* quant_ggml.c: as tq_ggml_quantize(), but Q4_0 Q5_0 Q4_1 Q5_1 search their block scale (and
  * offset) among candidates that include ggml's reference block: never a larger weighted error
  * per block (w = rms(block) + |x|) than tq_ggml_quantize(). Other types: tq_ggml_quantize(). */

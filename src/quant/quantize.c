@@ -276,6 +276,12 @@ static int mix_type(const ctx *c, const qt *t, int as_output)
         return t->ne[0] % tq_ggml_block_size(T) != 0 ? TQ_GGML_Q8_0 : TQ_GGML_Q6_K;
     }
     const int kq = T == TQ_GGML_Q4_K || T == TQ_GGML_Q5_K, l = t->layer;
+    if (T == TQ_GGML_IQ4_NL && l >= 0) { /* llama-quantize IQ4_NL (one file type, no _S/_M) */
+        const int gqa = c->cfg->n_kv_heads > 0 ? c->cfg->n_heads / c->cfg->n_kv_heads : 1;
+        if ((t->role == R_V && gqa >= 4) || (t->role == R_DOWN && l < n / 8))
+            return TQ_GGML_Q5_K;
+        return T;
+    }
     if (!kq || l < 0)
         return T;
     if (o->mix == TQ_QMIX_LLAMA) { /* Q4_K_M, Q5_K_M */
@@ -764,6 +770,7 @@ static uint32_t file_type_of(int type, int mix)
     case TQ_GGML_Q4_K: return 15; /* Q4_K_M */
     case TQ_GGML_Q5_K: return 17; /* Q5_K_M */
     case TQ_GGML_Q6_K: return 18;
+    case TQ_GGML_IQ4_NL: return 25;
     case TQ_GGML_BF16: return 32;
     default: return 0;
     }
@@ -1211,7 +1218,7 @@ tq_status tq_quantize(const tq_quantize_opts *o, tq_quantize_result *res)
                        "4 5 6 8, group 32 64 128", o->bits, o->group);
     if (!tq_ggml_can_quantize(o->type))
         return TQ_FAIL(TQ_E_UNSUPPORTED, "tq quantize: no quantizer for type %s; supported: F32 "
-                       "F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K",
+                       "F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K IQ4_NL",
                        tq_ggml_type_name(o->type));
     if (o->format == TQ_QFORMAT_SAFETENSORS && o->type != TQ_GGML_F32 &&
         o->type != TQ_GGML_F16 && o->type != TQ_GGML_BF16)
