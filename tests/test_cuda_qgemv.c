@@ -2,7 +2,8 @@
  * (label cuda; exits 77 without CUDA kernels or a device; the argument checks need no device):
  *  1. activations: the device-quantized x (int8 values and f32 scales) == the CPU's scalar
  *     quant_q8a / quant_q8k bytes (src/cpu/qdot.c), bit for bit;
- *  2. Q8_0, Q4_0, Q4_K, Q6_K: random blocks (random code bytes, random finite f16 scales), rows
+ *  2. Q8_0, Q4_0, Q4_1, Q4_K, Q6_K: random blocks (random code bytes, random finite f16 scales and
+ *     Q4_1 mins), rows
  *     with and without padding, 1 to 9 tokens: y == the CPU's scalar q8 dot (qdot.c dot_q8) within
  *     2e-5 of sum_j |w_j * xq_j| (w_j from the format's dequant reference, xq_j the quantized
  *     activation): the integer sums are exact on both sides, only the f32 rounding of the partial
@@ -62,6 +63,7 @@ static void fill_blocks(int fmt, uint8_t *row, int64_t cols)
         switch (fmt) {
         case TQ_GGML_Q8_0:
         case TQ_GGML_Q4_0: put_f16(p, rnd_scale(0)); break;
+        case TQ_GGML_Q4_1: put_f16(p, rnd_scale(0)); put_f16(p + 2, rnd_scale(0)); break; /* d, min */
         case TQ_GGML_Q4_K: put_f16(p, rnd_scale(1)); put_f16(p + 2, rnd_scale(1)); break;
         case TQ_GGML_Q6_K: put_f16(p + 208, rnd_scale(0)); break;
         }
@@ -277,14 +279,14 @@ int main(int argc, char **argv)
         printf("argument checks: %d passed, %d failed\n", t_pass, t_fail);
         return t_fail ? 1 : t_skip("no CUDA device (the argument checks above ran)");
     }
-    static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_K, TQ_GGML_Q6_K};
+    static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q4_K, TQ_GGML_Q6_K};
     static const int64_t shapes[][2] = {{1, 256}, {5, 512}, {37, 1024}, {130, 4096}, {64, 14336}};
     const int n_shapes = quick ? 3 : 5;
     /* both batch-1 paths: rows streamed through shared memory (16-byte aligned rows) and direct */
     for (int staged = 2; staged >= 0; staged -= 2) { /* 2: every staged format, 0: none */
         tq_cuda_qgemv_set_staged(staged);
-        for (int fi = 0; fi < 4; fi++) {
-            const int pad = fmts[fi] == TQ_GGML_Q4_K ? 16 : 2;
+        for (int fi = 0; fi < 5; fi++) {
+            const int pad = fmts[fi] == TQ_GGML_Q4_K ? 16 : fmts[fi] == TQ_GGML_Q4_1 ? 4 : 2;
             for (int s = 0; s < n_shapes; s++)
                 test_ggml(fmts[fi], shapes[s][0], shapes[s][1], 1, s == 1 ? pad : 0);
             test_ggml(fmts[fi], 37, 1024, 3, pad);

@@ -2,7 +2,7 @@
  *
  * The tiny llama (tests/data/tiny/llama) written as a GGUF whose matrices (embedding and output
  * too) are in one block type T (quantized by tq_ggml_quantize, q/k rows permuted as llama.cpp's
- * converter does), for T in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (its 32-wide rows do not fit the K
+ * converter does), for T in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL (its 32-wide rows do not fit the K
  * formats: the model test on SmolLM2 / Gemma 3 covers those):
  *  1. --weights native-f32 vs --weights f32 (dequantized at load): the same weight values and
  *     f32 activations, only the summation order differs: |dlogit| <= 1e-4 * (1 + |logit|), same
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
         compare(model, model, mt, 64, 0, 0.1, 0.7); /* random tokens: flat, sensitive */
     } else {
         const int types[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
-                             TQ_GGML_Q5_1};
+                             TQ_GGML_Q5_1, TQ_GGML_IQ4_NL};
         for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
             snprintf(path, sizeof(path), "%s/tiny_%s.gguf", tmpdir, tq_ggml_type_name(types[k]));
             tq_status st = tiny_llama_gguf_write(path, types[k], 0);

@@ -7,7 +7,7 @@
  *     of the f32 path: sum over blocks of (d_a/2) * sum |w_j| (+ the rounding bound);
  *  4. a matvec over rows [r0, r1) of n tokens equals the per-token dot bit for bit, and writes
  *     nothing outside its rows: n = 1..9, 11, 16, 17, 19 (GEMM tiles of 4 tokens, leftovers,
- *     the AVX512 tile from 16 on), rows
+ *     the AVX512-VNNI 32-format tile from 2 on), rows
  *     3..35 (row tiles of 4 and leftovers), odd and even block counts. */
 #include <float.h>
 
@@ -257,7 +257,7 @@ static void test_matvec(int t, int64_t k)
 {
     const char *name = tq_ggml_type_name(t);
     const int64_t m = 37;
-    const int64_t n = 19; /* token tiles of 4 and leftovers; >= 16: the AVX512 32-format tile */
+    const int64_t n = 19; /* token tiles of 4 and leftovers; >= 2: the AVX512-VNNI 32-format tile */
     const int64_t ldy = m + 3;
     const size_t rb = (size_t)(k / tq_ggml_block_size(t)) * tq_ggml_type_size(t);
     const size_t ab = tq_qdot_act_bytes(t, k);

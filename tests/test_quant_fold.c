@@ -7,6 +7,7 @@
  * converts to Hugging Face / MLX exactly; every refusal of
  * issue 13's "Bad input" is checked, and a run that fails midway leaves nothing at OUT. */
 #include <dirent.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

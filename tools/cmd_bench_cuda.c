@@ -8,14 +8,16 @@
 #include <time.h>
 
 #include "cli.h"
+#include "model_opts.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tq bench --cuda -m MODEL [--kv LIST] [--depths LIST] [--decode N] [--check N]\n"
             "                [--seed S] [--merge M] [--no-gemv] [--no-graph] [--no-pdl]\n"
-            "                [--csv FILE]\n"
-            "  the forward pass on GPU 0: weights as bf16, cuBLAS linears, the device KV cache.\n"
+            "                [--weights native|bf16] [--csv FILE]\n"
+            "  the forward pass on GPU 0: GEMV kernels for decode, cuBLAS / quantized GEMV for\n"
+            "  prefill, the device KV cache.\n"
             "  -m, --model   GGUF file or safetensors directory (Llama-family blocks)\n"
             "  --kv LIST     comma list of cache schemes (default bf16,kv8,turbo:k8v3); GPU schemes:\n"
             "                f16, bf16, kv8, kv4, turbo:k8v3, k4v3, k8v4, k8v2, k4v2, k4v4\n"
@@ -28,6 +30,9 @@ static void usage(FILE *f)
             "  --no-gemv     decode linears through cuBLAS + separate elementwise kernels (A/B)\n"
             "  --no-graph    decode steps launch kernel by kernel, not as one CUDA graph (A/B)\n"
             "  --no-pdl      no programmatic dependent launch (decode GEMVs, reduce) (A/B)\n"
+            "  --weights W   native (default: a quantized GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K matrices\n"
+            "                stay packed on the GPU, quantized GEMV with q8 activations; other\n"
+            "                block formats as bf16) or bf16 (everything dequantized to bf16)\n"
             "  --csv FILE    also write scheme,depth,prefill_tok_s,decode_tok_s,decode_ms rows\n");
 }
 
@@ -155,6 +160,10 @@ int cmd_bench_cuda(int argc, char **argv)
     }
     const char *model_path = NULL, *kv_list = "bf16,kv8,turbo:k8v3", *depth_list = "1024,8192,32768", *csv_path = NULL;
     long decode = 64, n_check = 0, seed = 1;
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.weight_type = TQ_DTYPE_BF16; /* dense matrices: the GPU forward takes bf16 */
+    const char *weights = "native";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--cuda"))
@@ -167,7 +176,17 @@ int cmd_bench_cuda(int argc, char **argv)
             depth_list = argv[++i];
         else if (!strcmp(a, "--csv") && v)
             csv_path = argv[++i];
-        else if (!strcmp(a, "--no-gemv"))
+        else if (!strcmp(a, "--weights") && v) {
+            weights = argv[++i];
+            if (strcmp(weights, "native") && strcmp(weights, "bf16")) {
+                fprintf(stderr, "tq %s: --weights %s (the GPU forward runs native or bf16)\n", cmd, weights);
+                return 2;
+            }
+            if (cli_weights(cmd, weights, &mo))
+                return 2;
+            if (!strcmp(weights, "native"))
+                mo.weight_store = TQ_STORE_AUTO; /* a bf16 safetensors model stays runnable */
+        } else if (!strcmp(a, "--no-gemv"))
             g_opts.no_gemv = 1;
         else if (!strcmp(a, "--no-graph"))
             g_opts.no_graph = 1;
@@ -210,10 +229,6 @@ int cmd_bench_cuda(int argc, char **argv)
     char dev[128];
     tq_cuda_device_name(dev, sizeof(dev));
     tq_model *m = NULL;
-    tq_model_opts mo;
-    tq_model_opts_default(&mo);
-    mo.weight_type = TQ_DTYPE_BF16;
-    mo.weight_store = TQ_STORE_DEQUANT; /* the GPU forward takes bf16 weights */
     tq_status st = tq_model_load(model_path, &mo, &m);
     if (st)
         return cli_error(cmd, st, "cannot load %s", model_path);
@@ -236,7 +251,7 @@ int cmd_bench_cuda(int argc, char **argv)
         return cli_error(cmd, TQ_E_IO, "cannot write %s", csv_path);
     }
     if (csv)
-        fprintf(csv, "scheme,depth,prefill_tok_s,decode_tok_s,decode_ms_median,decode_ms_mean\n");
+        fprintf(csv, "scheme,depth,prefill_tok_s,decode_tok_s,decode_ms_median,decode_ms_mean,weights\n");
     int rc = 0;
     int32_t *toks = malloc((size_t)(max_depth + 1) * sizeof(int32_t));
     float *logits = malloc((size_t)mi.vocab_size * sizeof(float));
@@ -264,8 +279,8 @@ int cmd_bench_cuda(int argc, char **argv)
         }
         size_t wb = 0, kb = 0;
         tq_cuda_session_bytes(gs, &wb, &kb);
-        printf("-- kv %s: weights %.1f MB, KV cache %.1f MB for %lld tokens\n", name, wb / 1e6, kb / 1e6,
-               (long long)n_ctx);
+        printf("-- kv %s: weights %.1f MB (--weights %s: %s), KV cache %.1f MB for %lld tokens\n", name, wb / 1e6,
+               weights, tq_cuda_session_kernels(gs), kb / 1e6, (long long)n_ctx);
         for (int di = 0; di < n_depths && !rc; di++) {
             tq_cuda_session_reset(gs);
             uint64_t s = (uint64_t)seed * 7919 + (uint64_t)di;
@@ -303,7 +318,8 @@ int cmd_bench_cuda(int argc, char **argv)
                    "%ld steps)\n",
                    name, depths[di], pf, 1.0 / med, med * 1e3, mean * 1e3, decode);
             if (csv)
-                fprintf(csv, "%s,%ld,%.1f,%.2f,%.4f,%.4f\n", name, depths[di], pf, 1.0 / med, med * 1e3, mean * 1e3);
+                fprintf(csv, "%s,%ld,%.1f,%.2f,%.4f,%.4f,%s\n", name, depths[di], pf, 1.0 / med, med * 1e3, mean * 1e3,
+                        weights);
             cli_flush();
         }
         long ng = 0, ne = 0, ni = 0;

@@ -23,6 +23,9 @@
 #   fwdab     A/B of that bench against OLD_TQ (another commit's tq), two interleaved rounds
 #   tiny      test_cuda_fwd on the tiny models only (run where models/ is absent) + its memcheck and
 #             racecheck, test_cuda_api
+#   native    test_cuda_fwd with the model (native Q4_1 weights on the GPU vs the CPU's native path)
+#   weights   the decode bench with --weights native and --weights bf16 (every cache), two interleaved
+#             rounds (needs the model)
 #   graphab   the decode bench with the step as one CUDA graph (default) vs --no-graph (or the
 #             GA_VARIANTS given), two interleaved rounds (needs the model)
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
@@ -55,7 +58,7 @@ for step in "$@"; do
     el "step $step"
     case "$step" in
     build)
-        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd > $w/build.log 2>&1
+        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd test_cuda_qgemv qgemv_bench > $w/build.log 2>&1
         rc=$?; el "build rc=$rc"; [ $rc = 0 ] || { tail -40 $w/build.log; pack; exit 1; }
         grep -c "warning" $w/build.log | sed 's/^/build warnings: /'
         ;;
@@ -235,6 +238,24 @@ PY
         for tool in memcheck racecheck; do
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_cuda_fwd > $w/tiny_$tool.log 2>&1
             echo "compute-sanitizer $tool test_cuda_fwd (tiny) rc=$?"; tail -2 $w/tiny_$tool.log
+        done
+        pack
+        ;;
+    native)
+        timeout 300 $B/tests/test_cuda_fwd > $w/test_cuda_fwd.log 2>&1; echo "test_cuda_fwd rc=$? (77 = skipped)"
+        grep "native\|Q4_1\|kernels\|FAIL\|passed" $w/test_cuda_fwd.log | head -30
+        pack
+        ;;
+    weights)
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        for r in 1 2; do
+            order="native bf16"; [ $r = 2 ] && order="bf16 native"
+            for wt in $order; do
+                ck=""; [ $r = 1 ] && ck="--check 2"
+                timeout 240 $TQ bench --cuda -m "$model" --weights $wt --kv bf16,kv8,turbo:k8v3,turbo:k4v3 \
+                    --depths 1024,8192,32768 --decode 64 $ck --csv $w/weights_${wt}_r$r.csv > $w/weights_${wt}_r$r.log 2>&1
+                echo "weights $wt round $r rc=$?"; grep "^kv\|^check\|^-- kv" $w/weights_${wt}_r$r.log
+            done
         done
         pack
         ;;

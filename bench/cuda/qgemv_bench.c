@@ -59,6 +59,7 @@ int main(int argc, char **argv)
                      "pct_read,copy_gbps\n");
     static const struct { const char *name; int fmt, bits, group; } F[] = {
         {"Q8_0", TQ_GGML_Q8_0, 0, 0},        {"Q4_0", TQ_GGML_Q4_0, 0, 0},
+        {"Q4_1", TQ_GGML_Q4_1, 0, 0},
         {"Q4_K", TQ_GGML_Q4_K, 0, 0},        {"Q6_K", TQ_GGML_Q6_K, 0, 0},
         {"MLX4g64", TQ_CUDA_QGEMV_MLX, 4, 64}, {"MLX8g64", TQ_CUDA_QGEMV_MLX, 8, 64},
     };

@@ -136,14 +136,18 @@ TQ_API tq_status tq_cuda_copy_bandwidth(size_t bytes, int reps, double *gbps, do
 TQ_API size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads);
 
 /* ---- the engine's forward pass on the GPU ---------------------------------------------------
- * A tq_cuda_session runs a model loaded by tq_model_load() with BF16 weights on device 0 through
+ * A tq_cuda_session runs a model loaded by tq_model_load() with BF16 weights or native block
+ * weights (TQ_STORE_NATIVE) on device 0 through
  * the engine's one forward pass (src/model/forward.c) on the CUDA backend: every architecture the
  * CPU engine runs (Llama, Qwen2 biases, Qwen3 q/k norms, Gemma 3 (1 + w) norms, sandwich norms,
- * GELU, embedding scale, soft-capping). The weights are copied to the device as bf16 once;
+ * GELU, embedding scale, soft-capping). The weights are copied to the device once: dense ones as
+ * bf16; native matrices in Q8_0, Q4_0, Q4_1, Q4_K or Q6_K as their packed blocks (the quantized
+ * GEMV kernels, q8 activations: the CPU's native arithmetic), other native formats dequantized
+ * to bf16, and a native embedding also as bf16 rows for the lookup (its tied head stays packed);
  * decode linears are fused GEMV kernels, prefill linears cuBLAS GEMMs (bf16 in, fp32
- * accumulate); activations are fp32; each layer's K/V live in a tq_cuda_kv of the chosen scheme
+ * accumulate; native: the quantized GEMV over the chunk's tokens); activations are fp32; each layer's K/V live in a tq_cuda_kv of the chosen scheme
  * (append + fused attention above; a turbo cache keeps sliding-window layers in bf16, as on the
- * CPU). Refused with TQ_E_UNSUPPORTED, by name: F32/F16 or native block weights, and a
+ * CPU). Refused with TQ_E_UNSUPPORTED, by name: dense F32/F16 weights, and a
  * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
  * whole context, which equals the window only while n_ctx <= window). Batch 1; prefill runs in
  * chunks of up to 64 / group tokens. The model must outlive the session only during
@@ -188,6 +192,9 @@ TQ_API tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_sess
  * step graph was instantiated (*inst; the other graph steps updated it in place). NULLs skip. */
 TQ_API tq_status tq_cuda_session_graph_stats(const tq_cuda_session *s, long *graph, long *eager,
                                              long *inst);
+/* tq_cuda_session_kernels() -- which kernel runs each weight type, e.g. "Q4_1 qgemv (q8 act),
+ * Q8_0 qgemv (q8 act), embedding lookup bf16" or "bf16 GEMV"; owned by the session. */
+TQ_API const char *tq_cuda_session_kernels(const tq_cuda_session *s);
 /* tq_cuda_session_bytes() -- device bytes held: weights (*weights) and KV caches (*kv). */
 TQ_API tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv);
 

@@ -19,15 +19,23 @@ per text. Texts: WikiText-2 raw test (../shared/assets/corpora/wikitext-2-raw-te
 GPL-3 (/usr/share/common-licenses/GPL-3). Prints markdown; --json keeps the numbers.
 
     python3 scripts/quant/quality_table.py [--tq build/release/tq] [--chunks 32] [--out out/qt]
-        [--models smol,gemma] [--only affine,gguf,llama] [--threads 2]
+        [--models smol,gemma] [--only affine,gguf,mix,llama,iq4] [--threads 2] [--jobs N]
 Rows already measured (their JSON under --out) are reused, so an interrupted run resumes.
+--jobs N runs N independent rows at once (each its own processes, 1 thread each; the teacher
+dumps first, one job per model x text), with a progress line (rows done, elapsed, ETA from the
+mean time of the rows measured in this run) on stderr. The table is the same whatever N is
+(every number is deterministic and per row).
+iq4: tq's IQ4_NL in llama-quantize's IQ4_NL layout (--mix llama), with and without --rotate,
+and llama-quantize's IQ4_NL as the peer (the "llama" group also includes it).
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 MODELS = {
@@ -42,6 +50,7 @@ GGUF_TYPES = ["Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0"]
 MIX_TYPES = ["Q6_K", "Q5_K", "Q4_K", "Q4_0"]  # --mix llama (Q8_0's mix is pure Q8_0)
 MIX_NAME = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}  # llama-quantize's names of those file types
 AFFINE_BITS = [8, 6, 4, 3, 2]
+LLAMA_TYPES = GGUF_TYPES + ["IQ4_NL"]  # llama-quantize's file types of the peer rows
 
 
 def run(cmd, log):
@@ -75,8 +84,11 @@ def main():
     ap.add_argument("--out", default="out/quality_table")
     ap.add_argument("--models", default="smol,gemma")
     ap.add_argument("--texts", default="wiki,gpl3")
-    ap.add_argument("--only", default="affine,gguf,mix,llama",
-                    help="row groups: affine, gguf (tq, pure types), mix (tq --mix llama), llama")
+    ap.add_argument("--only", default="affine,gguf,mix,llama,iq4",
+                    help="row groups: affine, gguf (tq, pure types), mix (tq --mix llama), llama, "
+                         "iq4 (tq IQ4_NL --mix llama +-rot, llama-quantize IQ4_NL)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="rows measured at once (each with 1 thread when > 1)")
     ap.add_argument("--bits", default="8,6,4,3,2", help="affine bits")
     ap.add_argument("--rot", default="0,1", help="without (0) / with (1) --rotate for tq rows")
     ap.add_argument("--json", default=None)
@@ -85,8 +97,10 @@ def main():
     TEXTS["wiki"] = a.wiki
     lq = shutil.which(a.llama_quantize)
     only = set(a.only.split(","))
-    results = []
     nice = ["nice", "-n", "5"]
+    threads = 1 if a.jobs > 1 else a.threads
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs))
+    models = []  # (model key, name, d, f32, n_params, dumps, candidates)
     for mk in a.models.split(","):
         name, src, hf_ok = MODELS[mk]
         if not os.path.exists(src):
@@ -101,15 +115,20 @@ def main():
                                                 f32 + ".log"):
             return 1
         n_params = (os.path.getsize(f32)) / 4.0  # f32 bytes / 4 (header and metadata: < 0.1 %)
-        dumps = {}
-        for tk in a.texts.split(","):
-            dump = os.path.join(d, f"teacher_{tk}_{chunks}.dump")
-            if not os.path.exists(dump) and not run(
-                    nice + [a.tq, "teacher", "-m", f32, "-f", TEXTS[tk], "--ctx", "512", "--chunks",
-                            str(chunks), "--weights", "f32", "-t", str(a.threads), "-o", dump],
-                    dump + ".log"):
-                return 1
-            dumps[tk] = dump
+        dumps = {tk: os.path.join(d, f"teacher_{tk}_{chunks}.dump") for tk in a.texts.split(",")}
+        models.append((mk, name, d, f32, n_params, dumps, chunks, hf_ok))
+    # the teacher dumps: one job per model x text
+    futs = []
+    for mk, name, d, f32, n_params, dumps, chunks, hf_ok in models:
+        for tk, dump in dumps.items():
+            if not os.path.exists(dump):
+                futs.append(pool.submit(run, nice + [a.tq, "teacher", "-m", f32, "-f", TEXTS[tk], "--ctx", "512",
+                                                     "--chunks", str(chunks), "--weights", "f32", "-t",
+                                                     str(threads), "-o", dump], dump + ".log"))
+    if not all(f.result() for f in futs):
+        return 1
+    rows = []  # (model name, label, group, path, make command, dumps, f32, n_params)
+    for mk, name, d, f32, n_params, dumps, chunks, hf_ok in models:
         cands = []  # (label, group, path, make-command or None)
         rots = [int(v) for v in a.rot.split(",")]
         if "affine" in only and hf_ok:
@@ -119,14 +138,14 @@ def main():
                     cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "mlx", "--bits", str(b),
                            "--group", "64", "--force"] + (["--rotate"] if rot else [])
                     cands.append((f"tq MLX affine {b}-bit g64{' +rot' if rot else ''}", "affine", p, cmd))
-        if "mix" in only:
-            for rot in rots:
-                for t in MIX_TYPES:
-                    p = os.path.join(d, f"tq_{t}_mix{'_rot' if rot else ''}.gguf")
-                    cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "gguf", "--type", t,
-                           "--mix", "llama", "--force"] + (["--rotate"] if rot else [])
-                    cands.append((f"tq GGUF {MIX_NAME.get(t, t)} (llama mix){' +rot' if rot else ''}", "gguf",
-                                  p, cmd))
+        mix_types = (MIX_TYPES if "mix" in only else []) + (["IQ4_NL"] if "iq4" in only else [])
+        for rot in rots:
+            for t in mix_types:
+                p = os.path.join(d, f"tq_{t}_mix{'_rot' if rot else ''}.gguf")
+                cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "gguf", "--type", t,
+                       "--mix", "llama", "--force"] + (["--rotate"] if rot else [])
+                cands.append((f"tq GGUF {MIX_NAME.get(t, t)} (llama mix){' +rot' if rot else ''}", "gguf",
+                              p, cmd))
         if "gguf" in only:
             for rot in rots:
                 for t in GGUF_TYPES:
@@ -134,29 +153,59 @@ def main():
                     cmd = [a.tq, "quantize", "-q", "-m", f32, "-o", p, "--format", "gguf", "--type", t,
                            "--force"] + (["--rotate"] if rot else [])
                     cands.append((f"tq GGUF {t}{' +rot' if rot else ''}", "gguf", p, cmd))
-        if "llama" in only and lq:
-            for t in GGUF_TYPES:
+        llama_types = (GGUF_TYPES if "llama" in only else []) + \
+            (["IQ4_NL"] if "iq4" in only or "llama" in only else [])
+        if lq:
+            for t in [t for t in LLAMA_TYPES if t in llama_types]:
                 p = os.path.join(d, f"llama_{t}.gguf")
-                cands.append((f"llama-quantize {MIX_NAME.get(t, t)}", "llama", p, [lq, f32, p, t, str(a.threads)]))
+                cands.append((f"llama-quantize {MIX_NAME.get(t, t)}", "llama", p,
+                              [lq, f32, p, t, str(threads)]))
         for label, grp, p, cmd in cands:
-            if not os.path.exists(p) and not run(nice + cmd, p + ".make.log"):
+            rows.append((name, label, grp, p, cmd, dumps, chunks, f32, n_params))
+
+    def measure(row):
+        name, label, grp, p, cmd, dumps, chunks, f32, n_params = row
+        if not os.path.exists(p) and not run(nice + cmd, p + ".make.log"):
+            return None
+        r_ = {"model": name, "candidate": label, "group": grp, "path": p, "bytes": size_of(p),
+              "bpw": size_of(p) * 8.0 / n_params, "texts": {}}
+        for tk, dump in dumps.items():
+            j = p + f".{tk}_{chunks}.json"
+            if not os.path.exists(j) and not run(
+                    nice + [a.tq, "kl", "--teacher-dump", dump, "-m", p, "--weights", "f32", "-t",
+                            str(threads), "--json", j]
+                    + (["--tokenizer", f32] if grp == "affine" else []), j + ".log"):
                 continue
-            row = {"model": name, "candidate": label, "group": grp, "path": p, "bytes": size_of(p),
-                   "bpw": size_of(p) * 8.0 / n_params, "texts": {}}
-            for tk, dump in dumps.items():
-                j = p + f".{tk}_{chunks}.json"
-                if not os.path.exists(j) and not run(
-                        nice + [a.tq, "kl", "--teacher-dump", dump, "-m", p, "--weights", "f32", "-t",
-                                str(a.threads), "--json", j]
-                        + (["--tokenizer", f32] if grp == "affine" else []), j + ".log"):
-                    continue
-                r = json.load(open(j))
-                s = r["schemes"][0]
-                row["texts"][tk] = {"kl_mean": s["kl_mean"], "kl_p99": s["kl_p99"], "top1": s["top1"],
-                                    "ppl": s["ppl"], "teacher_ppl": r["teacher"]["ppl"],
-                                    "positions": r["positions"], "windows": r["windows"]}
-            results.append(row)
-            print_table(results, a.texts.split(","), partial=True)
+            r = json.load(open(j))
+            s = r["schemes"][0]
+            r_["texts"][tk] = {"kl_mean": s["kl_mean"], "kl_p99": s["kl_p99"], "top1": s["top1"],
+                               "ppl": s["ppl"], "teacher_ppl": r["teacher"]["ppl"],
+                               "positions": r["positions"], "windows": r["windows"]}
+        return r_
+
+    lock = threading.Lock()
+    t0 = time.time()
+    state = {"done": 0, "fresh": 0, "fresh_s": 0.0}
+
+    def timed(row):
+        fresh = not all(os.path.exists(row[3] + f".{tk}_{row[6]}.json") for tk in row[5])
+        t1 = time.time()
+        r_ = measure(row)
+        with lock:
+            state["done"] += 1
+            if fresh:
+                state["fresh"] += 1
+                state["fresh_s"] += time.time() - t1
+            left = len(rows) - state["done"]
+            eta = (state["fresh_s"] / state["fresh"]) * left / max(1, a.jobs) if state["fresh"] else 0.0
+            sys.stderr.write(f"[{state['done']}/{len(rows)} rows, {time.time() - t0:.0f} s elapsed, "
+                             f"ETA {eta / 60:.1f} min] {row[0]} {row[1]}\n")
+            if r_:
+                print_table([r_], a.texts.split(","), partial=True)
+        return r_
+
+    results = [r_ for r_ in pool.map(timed, rows) if r_]
+    pool.shutdown()
     print_table(results, a.texts.split(","))
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)

@@ -19,7 +19,7 @@
 
 /* One weight matrix (rows, cols), row-major: dense rows of dtype at w, or (native != NULL) the
  * backend's own form of it (CPU: a tq_qmat of block rows, used when its format is set; CUDA:
- * reserved for the quantized GEMV rows of the format table, NULL today). */
+ * a tq_cuda_qmat of cuda/qgemv.h, packed rows in device memory). */
 typedef struct tq_be_mat {
     const void *w;
     tq_dtype dtype;

@@ -350,6 +350,8 @@ void tq_attn_rot_run(const tq_attn_rot_job *j, tq_pool *pool)
     const int64_t span = n_keys - key_lo(j, j->pos0);
     tq_pool *p = j->n_q * span * j->n_heads * j->hd >= 32768 ? pool : NULL;
     tq_pool_run(p, unit_task, &dj);
+    /* the merge is n_q * n_heads rows of n_ch states: for a decode step (9 rows of 4 chunks at
+     * 1k on SmolLM2) less work than waking the pool a second time; same rows either way */
     if (dj.chunked)
-        tq_pool_run(p, merge_task, &dj);
+        tq_pool_run(j->n_q * j->n_heads * dj.n_ch * j->hd >= 65536 ? p : NULL, merge_task, &dj);
 }

@@ -2,7 +2,8 @@
  * spec is attn_rot.c). dec(): the same float products as the spec; pair codes are cut from the
  * bitstream 8 pairs at a time (8 pairs fill exactly pb bytes: byte shuffle + variable shift),
  * split into (i0, i1) by a float division that is exact for codes < 2^16, looked up by two
- * permutes (L <= 16) or a gather. block(): 8-lane float dot products, a polynomial e^x
+ * permutes (L <= 16), or one 64-bit gather lane per pair from the pair table (tq_rot_code.pairs).
+ * block(): 8-lane float dot products (8 keys reduced together), a polynomial e^x
  * (|rel err| < 3e-7), value sums 64 dims at a time in registers. d is a multiple of 64. */
 #include <immintrin.h>
 #include <math.h>
@@ -149,30 +150,41 @@ static inline __m256 exp256(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-static inline float dot256(const float *a, const float *b, int n)
+/* sc[k] = scale * dot(q, K[k]) for the 8 keys k0.. (rows past nv - 1 read row nv - 1; their
+ * scores are replaced by the caller): one accumulator per key, reduced together by a tree of
+ * horizontal adds (3 per key instead of a whole horizontal sum per key) */
+static inline void dots8(const float *q, const float *K, int k0, int nv, int d, float scale,
+                         float *sc)
 {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    for (int i = 0; i < n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    const float *r[8];
+    for (int u = 0; u < 8; u++)
+        r[u] = K + (size_t)(k0 + u < nv ? k0 + u : nv - 1) * d;
+    __m256 a[8];
+    for (int u = 0; u < 8; u++)
+        a[u] = _mm256_setzero_ps();
+    for (int c = 0; c < d; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + c);
+        for (int u = 0; u < 8; u++)
+            a[u] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r[u] + c), a[u]);
     }
-    const __m256 s = _mm256_add_ps(s0, s1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
+    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    const __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                     _mm256_permute2f128_ps(u0, u1, 0x31));
+    _mm256_storeu_ps(sc + k0, _mm256_mul_ps(_mm256_set1_ps(scale), sum));
 }
 
 static void block256(const float *q, const float *K, const float *V, int nv, int d, float scale,
                      float *S, float *sc)
 {
-    float bm = -INFINITY;
-    for (int k = 0; k < nv; k++) {
-        sc[k] = scale * dot256(q, K + (size_t)k * d, d);
-        bm = sc[k] > bm ? sc[k] : bm;
-    }
+    for (int k0 = 0; k0 < nv; k0 += 8)
+        dots8(q, K, k0, nv, d, scale, sc);
     for (int k = nv; k < TQ_ROT_KB; k++)
         sc[k] = -INFINITY;
+    float bm = -INFINITY;
+    for (int k = 0; k < nv; k++)
+        bm = sc[k] > bm ? sc[k] : bm;
     float *acc = S + 2;
     const float mn = bm > S[0] ? bm : S[0];
     if (mn > S[0] && S[1] != 0.0f) {

@@ -69,6 +69,11 @@ dec_lm_np(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, flo
     const __m512i ctl = pair_shuffle(pb, &shifts);
     const __m512i mask = _mm512_set1_epi32((1 << pb) - 1), vL = _mm512_set1_epi32(L);
     const __m512i lmax = _mm512_set1_epi32(L - 1);
+    int lg = 0; /* log2 L when L is a power of two whose pair codes fill pb bits exactly */
+    while (lg < 8 && (1 << lg) < L)
+        lg++;
+    if ((1 << lg) != L || 2 * lg != pb)
+        lg = 0;
     const __m512 invL = _mm512_set1_ps(1.0f / (float)L), half = _mm512_set1_ps(0.5f);
     __m512 t[8];
     for (int k = 0; k < 2 * np && k < 8; k++) {
@@ -113,10 +118,16 @@ dec_lm_np(const tq_rot_code *c, const uint8_t *src, size_t rb, int n, int d, flo
                     _mm512_storeu_ps(y + 2 * p0 + 16, _mm512_mul_ps(_mm512_castsi512_ps(g1), s));
                     continue;
                 }
-                const __m512 f = _mm512_add_ps(_mm512_cvtepi32_ps(v), half);
-                __m512i i1 = _mm512_cvttps_epi32(_mm512_mul_ps(f, invL));
-                const __m512i i0 = _mm512_sub_epi32(v, _mm512_mullo_epi32(i1, vL));
-                i1 = _mm512_min_epi32(i1, lmax);
+                __m512i i0, i1;
+                if (lg > 0) { /* L = 2^lg: pb = 2 lg, so v < L * L and no clamp is needed */
+                    i0 = _mm512_and_si512(v, lmax);
+                    i1 = _mm512_srli_epi32(v, (unsigned)lg);
+                } else {
+                    const __m512 f = _mm512_add_ps(_mm512_cvtepi32_ps(v), half);
+                    i1 = _mm512_cvttps_epi32(_mm512_mul_ps(f, invL));
+                    i0 = _mm512_sub_epi32(v, _mm512_mullo_epi32(i1, vL));
+                    i1 = _mm512_min_epi32(i1, lmax);
+                }
                 const __m512 a = _mm512_mul_ps(lookup(L, np, i0, t, c->grid), s);
                 const __m512 bq = _mm512_mul_ps(lookup(L, np, i1, t, c->grid), s);
                 _mm512_storeu_ps(y + 2 * p0, _mm512_permutex2var_ps(a, ilo, bq));
@@ -205,21 +216,50 @@ static inline __m512 exp512(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-static inline float dot512(const float *a, const float *b, int n)
+/* sc[k] = scale * dot(q, K[k]) for the 16 keys k0.. (rows past nv - 1 read row nv - 1; their
+ * scores are replaced by the caller): one accumulator per key, the 16 reduced together by a
+ * transposing tree (about 3 operations per key instead of a whole reduce_add per key) */
+static inline void dots16(const float *q, const float *K, int k0, int nv, int d, float scale,
+                          float *sc)
 {
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    const float *r[16];
+    for (int u = 0; u < 16; u++)
+        r[u] = K + (size_t)(k0 + u < nv ? k0 + u : nv - 1) * d;
+    __m512 a[16];
+    for (int u = 0; u < 16; u++)
+        a[u] = _mm512_setzero_ps();
+    for (int c = 0; c < d; c += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + c);
+        for (int u = 0; u < 16; u++)
+            a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r[u] + c), a[u]);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    /* pairs: per 128-bit lane [a0+a2, b0+b2, a1+a3, b1+b3] */
+    __m512 x[8];
+    for (int u = 0; u < 8; u++)
+        x[u] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * u], a[2 * u + 1]),
+                             _mm512_unpackhi_ps(a[2 * u], a[2 * u + 1]));
+    /* quads: per 128-bit lane the lane sums of keys 4u..4u+3 */
+    __m512 v[4];
+    for (int u = 0; u < 4; u++) {
+        const __m512d p = _mm512_castps_pd(x[2 * u]), o = _mm512_castps_pd(x[2 * u + 1]);
+        v[u] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(p, o)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(p, o)));
+    }
+    /* across the four 128-bit lanes */
+    const __m512 p0 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 p1 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 sum = _mm512_add_ps(_mm512_shuffle_f32x4(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_f32x4(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_storeu_ps(sc + k0, _mm512_mul_ps(_mm512_set1_ps(scale), sum));
 }
 
 static void block512(const float *q, const float *K, const float *V, int nv, int d, float scale,
                      float *S, float *sc)
 {
-    for (int k = 0; k < nv; k++)
-        sc[k] = scale * dot512(q, K + (size_t)k * d, d);
+    for (int k0 = 0; k0 < nv; k0 += 16)
+        dots16(q, K, k0, nv, d, scale, sc);
     for (int k = nv; k < TQ_ROT_KB; k++)
         sc[k] = -INFINITY;
     const __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + 16);

@@ -413,7 +413,8 @@ static inline void mvs_scales(const uint8_t *row, int bs, int has_min, int64_t n
  * sequence (acc[block & 1] lanes, mul then add, the min term in block order, H() at the end),
  * so the tile's result equals the per-token dot bit for bit (tests/test_qdot.c): batch
  * invariance holds whatever n is. Rows are walked in chunks of about 32 KB of weights, so a
- * chunk stays in L1/L2 while all token tiles pass over it. */
+ * chunk stays in L1/L2 while all token tiles pass over it; below 16 tokens (batched decode) a
+ * chunk is one row tile, so the weights' DRAM stream meets every token tile's work. */
 #define QT_CHUNK_BYTES 32768
 /* Software prefetch of the weights QT_PF_BYTES ahead of the row a tile starts, one row's bytes
  * (each line once as the rows advance). A tile does 4-8x a dot's work per weight byte, so the
@@ -427,8 +428,10 @@ static inline void qt_prefetch(const uint8_t *row, size_t row_bytes)
     for (size_t o = 0; o < row_bytes; o += 64)
         _mm_prefetch(p + o, _MM_HINT_T0);
 }
-static inline int64_t qt_chunk_rows(size_t row_bytes)
+static inline int64_t qt_chunk_rows(size_t row_bytes, int64_t n)
 {
+    if (n < 16)
+        return 4;
     int64_t c = (int64_t)(QT_CHUNK_BYTES / row_bytes) & ~(int64_t)3;
     return c < 4 ? 4 : c;
 }
@@ -480,20 +483,29 @@ static inline __attribute__((always_inline)) __m512i qt_up2(int F, const uint8_t
     return v;
 }
 
-/* The f16 scales of the blocks at p0, p1 in lanes 0-7 and 8-15. */
-static inline __m512 qt_d2(const uint8_t *p0, const uint8_t *p1)
+/* The f16 pairs at p0 and p1 of the R rows (row r: w + r * row_bytes; rows >= R repeat row
+ * 0) as f32 lanes 4r..4r+3: p0[0..1], p0[2..3], p1[0..1], p1[2..3] (the scale d and, for Q4_1 /
+ * Q5_1, the min m of both blocks; other bytes are converted and never read). One conversion
+ * for the 4 rows instead of 3 per row. */
+static inline __attribute__((always_inline)) __m512 qt_scales(int R, const uint8_t *w,
+                                                              size_t row_bytes, size_t o0,
+                                                              size_t o1)
 {
-    const uint32_t h = (uint32_t)(p0[0] | (p0[1] << 8)) | ((uint32_t)(p1[0] | (p1[1] << 8)) << 16);
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h));
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                 _mm512_castps128_ps512(f));
+    const uint8_t *q[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) q[r] = w + (size_t)(r < R ? r : 0) * row_bytes;
+    const __m128i x01 = _mm_setr_epi32((int)rd32(q[0] + o0), (int)rd32(q[0] + o1),
+                                       (int)rd32(q[1] + o0), (int)rd32(q[1] + o1));
+    const __m128i x23 = _mm_setr_epi32((int)rd32(q[2] + o0), (int)rd32(q[2] + o1),
+                                       (int)rd32(q[3] + o0), (int)rd32(q[3] + o1));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(x01), x23, 1));
 }
 
 /* One step over blocks i and i1 (i1 = i + 1, or i for a lone last block: TWO = 0, only lanes
- * 0-7 change) of R rows x T tokens. */
+ * 0-7 change) of R rows x T tokens. The min terms of Q4_1/Q5_1 of all R rows x 4 tokens live
+ * in one zmm (lane 4r + t), each lane with dot_q8's accm sequence. */
 static inline __attribute__((always_inline)) void
 qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t bs,
-        const tq_q8a *const *at, int64_t i, int64_t i1, __m512 (*acc)[QT_T], __m128 *accm)
+        const tq_q8a *const *at, int64_t i, int64_t i1, __m512 (*acc)[QT_T], __m512 *accm)
 {
     const int sgn = qt_signed(F);
     const int has_min = F == TQ_GGML_Q4_1 || F == TQ_GGML_Q5_1;
@@ -508,19 +520,32 @@ qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t
         if (sgn)
             a[t] = _mm512_xor_si512(a[t], _mm512_set1_epi8((char)0x80));
     }
-    __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
+    const __m512 sc = qt_scales(R, w, row_bytes, (size_t)i * bs, (size_t)i1 * bs);
     if (has_min) {
-        s0 = _mm_setr_ps(at[0][i].s, at[T > 1][i].s, at[T > 2 ? 2 : 0][i].s,
-                         at[T > 3 ? 3 : 0][i].s);
-        s1 = _mm_setr_ps(at[0][i1].s, at[T > 1][i1].s, at[T > 2 ? 2 : 0][i1].s,
-                         at[T > 3 ? 3 : 0][i1].s);
+        const __m128 s0 = _mm_setr_ps(at[0][i].s, at[T > 1][i].s, at[T > 2 ? 2 : 0][i].s,
+                                      at[T > 3 ? 3 : 0][i].s);
+        *accm = _mm512_add_ps(*accm, _mm512_mul_ps(_mm512_permute_ps(sc, 0x55),
+                                                   _mm512_broadcast_f32x4(s0)));
+        if (TWO) {
+            const __m128 s1 = _mm_setr_ps(at[0][i1].s, at[T > 1][i1].s, at[T > 2 ? 2 : 0][i1].s,
+                                          at[T > 3 ? 3 : 0][i1].s);
+            *accm = _mm512_add_ps(*accm, _mm512_mul_ps(_mm512_permute_ps(sc, 0xff),
+                                                       _mm512_broadcast_f32x4(s1)));
+        }
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
     {
         const uint8_t *p0 = w + (size_t)r * row_bytes + (size_t)i * bs;
         const uint8_t *p1 = w + (size_t)r * row_bytes + (size_t)i1 * bs;
+        /* the next row tile's bytes at this step, as the step reads them (see qt_prefetch) */
+        _mm_prefetch((const char *)p0 + (size_t)QT_R * row_bytes, _MM_HINT_T0);
+        _mm_prefetch((const char *)p1 + bs - 1 + (size_t)QT_R * row_bytes, _MM_HINT_T0);
         const __m512i u = qt_up2(F, p0, p1);
-        const __m512 dw = qt_d2(p0, p1);
+        /* lanes 0-7: d of block i (lane 4r), 8-15: d of block i1 (lane 4r + 2) */
+        const __m512 dw = _mm512_permutexvar_ps(
+            _mm512_add_epi32(_mm512_set1_epi32(4 * r),
+                             _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2)),
+            sc);
         const __m512i c = sgn ? _mm512_sub_epi32(_mm512_setzero_si512(),
                                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(),
                                                                      _mm512_set1_epi8((char)0x80), u))
@@ -533,11 +558,6 @@ qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t
             acc[r][t] = TWO ? _mm512_add_ps(acc[r][t], prod)
                             : _mm512_mask_add_ps(acc[r][t], 0x00ff, acc[r][t], prod);
         }
-        if (has_min) {
-            accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_set1_ps(f16c(p0 + 2)), s0));
-            if (TWO)
-                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(_mm_set1_ps(f16c(p1 + 2)), s1));
-        }
     }
 }
 
@@ -549,26 +569,25 @@ qt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nb,
     const size_t bs = F == TQ_GGML_Q8_0 ? 34 : F == TQ_GGML_Q4_0 ? 18 : F == TQ_GGML_Q4_1 ? 20
                     : F == TQ_GGML_Q5_0 ? 22 : 24;
     __m512 acc[QT_R][QT_T];
-    __m128 accm[QT_R];
+    __m512 accm = _mm512_setzero_ps();
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
     {
-        accm[r] = _mm_setzero_ps();
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     }
     int64_t i = 0;
     for (; i + 1 < nb; i += 2)
-        qt_step(F, R, T, 1, w, row_bytes, bs, at, i, i + 1, acc, accm);
+        qt_step(F, R, T, 1, w, row_bytes, bs, at, i, i + 1, acc, &accm);
     if (i < nb)
-        qt_step(F, R, T, 0, w, row_bytes, bs, at, i, i, acc, accm);
+        qt_step(F, R, T, 0, w, row_bytes, bs, at, i, i, acc, &accm);
+    float m[16];
+    _mm512_storeu_ps(m, accm);
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
     {
-        float m[4];
-        _mm_storeu_ps(m, accm[r]);
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
         {
             const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
                                            _mm512_extractf32x8_ps(acc[r][t], 1));
-            y[t * ldy + r] = hsum8(v) + m[t];
+            y[t * ldy + r] = hsum8(v) + m[4 * r + t];
         }
     }
 }
@@ -581,70 +600,52 @@ qt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nb,
     }
 typedef void (*qt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nb,
                            const tq_q8a *const *at, float *y, int64_t ldy);
-#define QT_FORMAT(F, name)                                                                       \
-    QT_TILE_FN(F, QT_R, QT_T, qt_##name##_rt)                                                    \
-    QT_TILE_FN(F, 1, QT_T, qt_##name##_1t)                                                       \
-    static int64_t tile_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,   \
-                                  int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)      \
-    {                                                                                            \
-        return qt_run(qt_##name##_rt, qt_##name##_1t, w, row_bytes, k, act, n, y, ldy, r0, r1);  \
-    }
-
-/* Full token tiles of every row: chunks of rows, token tiles of QT_T, row tiles of QT_R (then
- * 1). Returns the tokens done (n rounded down to QT_T); mv1 does the rest: one token through
- * a 4 x 1 tile was slower than mv1's dot (qdot_bench -n 1, 65536 x 640 Q8_0: 8.4 vs 2.4 ms). */
-static inline int64_t qt_run(qt_tile_fn fRT, qt_tile_fn f1T, const void *w, size_t row_bytes,
+/* Every token of every row: chunks of rows, token tiles of QT_T (the last one of n % QT_T
+ * tokens, inside the same chunk, so its weights come from cache), row tiles of QT_R (then 1).
+ * f[R == 1][T - 1] is the R x T tile. Returns n. */
+static inline int64_t qt_run(const qt_tile_fn (*f)[QT_T], const void *w, size_t row_bytes,
                              int64_t k, const void *act, int64_t n, float *y, int64_t ldy,
                              int64_t r0, int64_t r1)
 {
     const int64_t nb = k / TQ_QK;
-    const int64_t chunk = qt_chunk_rows(row_bytes);
-    const int64_t nt = n - n % QT_T;
+    const int64_t chunk = qt_chunk_rows(row_bytes, n);
     const tq_q8a *a = act;
     for (int64_t rc = r0; rc < r1; rc += chunk) {
         const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
-        for (int64_t t = 0; t < nt; t += QT_T) {
+        for (int64_t t = 0; t < n; t += QT_T) {
+            const int T = n - t < QT_T ? (int)(n - t) : QT_T;
             const tq_q8a *at[QT_T];
             for (int q = 0; q < QT_T; q++)
-                at[q] = a + (t + q) * nb;
+                at[q] = a + (t + (q < T ? q : 0)) * nb;
             int64_t r = rc;
-            for (; r + QT_R <= re; r += QT_R)
-                fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
-                    ldy);
+            for (; r + QT_R <= re; r += QT_R) {
+                f[0][T - 1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,
+                            y + t * ldy + r, ldy);
+            }
             for (; r < re; r++)
-                f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at, y + t * ldy + r,
-                    ldy);
+                f[1][T - 1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,
+                            y + t * ldy + r, ldy);
         }
     }
-    return nt;
+    return n;
 }
-/* One token (decode): tiles of 4 rows x 1 token, then 1 x 1 for the leftover rows. A zmm per row
- * holds both of dot_q8's accumulators, so each step takes two blocks; the activation loads (and
- * the + 128 of the signed formats) are shared by the 4 rows. Same bits as dot_q8_##name. */
-#define QZ_FORMAT(F, name)                                                                       \
-    QT_TILE_FN(F, QT_R, 1, qz_##name##_r1)                                                       \
-    QT_TILE_FN(F, 1, 1, qz_##name##_11)                                                          \
-    static void mvz_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,       \
-                              int64_t t0, int64_t n, float *y, int64_t ldy, int64_t r0,          \
-                              int64_t r1)                                                        \
+#define QT_FORMAT(F, name)                                                                       \
+    QT_TILE_FN(F, QT_R, 1, qt_##name##_r1)                                                       \
+    QT_TILE_FN(F, QT_R, 2, qt_##name##_r2)                                                       \
+    QT_TILE_FN(F, QT_R, 3, qt_##name##_r3)                                                       \
+    QT_TILE_FN(F, QT_R, 4, qt_##name##_r4)                                                       \
+    QT_TILE_FN(F, 1, 1, qt_##name##_11)                                                          \
+    QT_TILE_FN(F, 1, 2, qt_##name##_12)                                                          \
+    QT_TILE_FN(F, 1, 3, qt_##name##_13)                                                          \
+    QT_TILE_FN(F, 1, 4, qt_##name##_14)                                                          \
+    static int64_t tile_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,   \
+                                  int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)      \
     {                                                                                            \
-        const int64_t nb = k / TQ_QK;                                                            \
-        for (int64_t t = t0; t < n; t++) {                                                       \
-            const tq_q8a *at[1] = {(const tq_q8a *)act + t * nb};                                \
-            int64_t r = r0;                                                                      \
-            for (; r + QT_R <= r1; r += QT_R)                                                    \
-                qz_##name##_r1((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,     \
-                               y + t * ldy + r, ldy);                                            \
-            for (; r < r1; r++)                                                                  \
-                qz_##name##_11((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,     \
-                               y + t * ldy + r, ldy);                                            \
-        }                                                                                        \
+        static const qt_tile_fn f[2][QT_T] = {                                                   \
+            {qt_##name##_r1, qt_##name##_r2, qt_##name##_r3, qt_##name##_r4},                    \
+            {qt_##name##_11, qt_##name##_12, qt_##name##_13, qt_##name##_14}};                   \
+        return qt_run(f, w, row_bytes, k, act, n, y, ldy, r0, r1);                               \
     }
-QZ_FORMAT(TQ_GGML_Q8_0, q8_0)
-QZ_FORMAT(TQ_GGML_Q4_0, q4_0)
-QZ_FORMAT(TQ_GGML_Q4_1, q4_1)
-QZ_FORMAT(TQ_GGML_Q5_0, q5_0)
-QZ_FORMAT(TQ_GGML_Q5_1, q5_1)
 QT_FORMAT(TQ_GGML_Q8_0, q8_0)
 QT_FORMAT(TQ_GGML_Q4_0, q4_0)
 QT_FORMAT(TQ_GGML_Q4_1, q4_1)
@@ -676,7 +677,7 @@ enum { QT2_T = 4 };
     {                                                                                            \
         enum { BS = BS_ };                                                                       \
         const int64_t nb = k / TQ_QK;                                                            \
-        const int64_t chunk = qt_chunk_rows(row_bytes);                                          \
+        const int64_t chunk = qt_chunk_rows(row_bytes, n);                                          \
         const int64_t nt = n - n % QT2_T;                                                         \
         for (int64_t rc = r0; rc < r1; rc += chunk) {                                            \
             const int64_t re = rc + chunk < r1 ? rc + chunk : r1;                                \
@@ -715,17 +716,23 @@ QT2_FORMAT(q4_1, 20, ip_unsigned, 1)
 QT2_FORMAT(q5_0, 22, ip_signed, 0)
 QT2_FORMAT(q5_1, 24, ip_unsigned, 1)
 #ifdef QDOT_VNNI
-/* The VNNI build has both tiles (the ymm one with vpdpbusd as its int8 dot): the zmm tile from
- * 16 tokens on (prefill), the ymm one below (batched decode). Same-run qdot_bench, thread CPU
- * GB/s, 2-vCPU EPYC (load 7-10, +-15%): -n 8, 65536 x 640 Q8_0 zmm 3.14 vs ymm 4.30 (AVX2
- * maddubs 3.81); -n 64, 2048 x 640 zmm 0.66-0.72 vs ymm 0.59-0.62 (Q8_0), 0.34-0.41 vs
- * 0.26-0.32 (Q5_0). Either gives the same bits. */
+/* The VNNI build has both tiles (the ymm one with vpdpbusd as its int8 dot). On the 2-vCPU
+ * EPYC of the first version (its 512-bit ops split in two) the ymm tile was faster for batched
+ * decode (-n 8, 65536 x 640 Q8_0 zmm 3.14 vs ymm 4.30 GB/s). On this Intel Xeon (512-bit
+ * units) the zmm tile wins from 2 tokens on, with its n % 4 leftover tokens in the same row
+ * chunk (weights from cache) instead of mv1's second pass over the weights: qdot_bench thread
+ * CPU us, 1 thread, load 6, ymm+mv1 vs zmm: -n 2 1536 x 576 Q8_0 66 vs 48, 49152 x 576 Q8_0
+ * 5456 vs 3331, Q4_1 4528 vs 2609; -n 3 Q4_1 5335 vs 3163; -n 5 Q8_0 8890 vs 5495; -n 8
+ * 1536 x 576 Q8_0 190 vs 142, Q4_1 230 vs 200. Either gives the same bits. */
+/* One token too since the zmm tile prefetches the next row tile step by step: batch_bench
+ * SmolLM2 Q4_1 2 threads, 1-sequence step 9.2 -> 4.3 ms (the dot path waited on DRAM; the
+ * 2-token tile was already faster than it). The ymm tile (and mv1) remain for the non-VNNI
+ * build. */
 #define TILE_Q8(name, w, rb, k, act, n, ...)                                                     \
-    ((n) >= 16 ? tile_q8_##name(w, rb, k, act, n, __VA_ARGS__)                                   \
-               : tile2_q8_##name(w, rb, k, act, n, __VA_ARGS__))
-/* one token: the zmm 4-row tiles for the signed formats; Q4_1/Q5_1 take mvs (their min term
- * made the zmm tile slower: qdot_bench -n 1 -t 1, 576 x 1536, cpu us Q4_1 54 vs 42 for mv1) */
-#define MV1_Q8(name, HAS_MIN) ((HAS_MIN) ? mvs_q8_##name : mvz_q8_##name)
+    ((n) >= 1 ? tile_q8_##name(w, rb, k, act, n, __VA_ARGS__)                                    \
+              : tile2_q8_##name(w, rb, k, act, n, __VA_ARGS__))
+/* (the tokens the tile leaves: none, since every n >= 1 goes to the tile) */
+#define MV1_Q8(name, HAS_MIN) mvs_q8_##name
 #else
 #define TILE_Q8(name, ...) tile2_q8_##name(__VA_ARGS__)
 #define MV1_Q8(name, HAS_MIN) mvs_q8_##name
@@ -1185,7 +1192,7 @@ static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, con
                           int64_t ldy, int64_t r0, int64_t r1)
 {
     const int64_t nsb = k / TQ_QKK;
-    const int64_t chunk = qt_chunk_rows(row_bytes);
+    const int64_t chunk = qt_chunk_rows(row_bytes, n);
     const int64_t nt = n - n % KT_T;
     const tq_q8k *a = act;
     for (int64_t rc = r0; rc < r1; rc += chunk) {
@@ -1195,17 +1202,20 @@ static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, con
             for (int q = 0; q < KT_T; q++)
                 at[q] = a + (t + q) * nsb;
             int64_t r = rc;
-            for (; r + KT_R <= re; r += KT_R)
+            for (; r + KT_R <= re; r += KT_R) {
+                if (t == 0)
+                    qt_prefetch((const uint8_t *)w + (size_t)r * row_bytes, KT_R * row_bytes);
                 fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
                     y + t * ldy + r, ldy);
+            }
             for (; r < re; r++)
                 f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
                     y + t * ldy + r, ldy);
         }
+        for (int64_t r = rc; r < re; r++) /* the leftover tokens while the chunk is in cache */
+            for (int64_t t = nt; t < n; t++)
+                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, a + t * nsb, k);
     }
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t t = nt; t < n; t++)
-            y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, a + t * nsb, k);
 }
 
 #define KT_FORMAT(F, name)                                                                       \

@@ -12,7 +12,8 @@
  *
  * Kernels: scalar (qdot_iq4nl.c, the specification), AVX2 (qdot_iq4nl_avx2.c: the table
  * lookup by vpshufb, vpmaddubsw + vpmaddwd), AVX512-VNNI (qdot_iq4nl_avx512vnni.c: the lookup,
- * vpdpbusd). The matvecs decode each weight block once for up to 4 tokens. */
+ * vpdpbusd). The matvecs decode each weight block once for up to 4 tokens (AVX512-VNNI: 8
+ * tokens x 2 rows per zmm tile; decode: 2 rows per zmm); decode prefetches the next rows. */
 #ifndef TQ_QDOT_IQ4NL_H
 #define TQ_QDOT_IQ4NL_H
 

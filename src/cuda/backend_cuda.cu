@@ -11,6 +11,7 @@
 #include "cuda/cublas_lazy.h"
 #include "cuda/kv_cuda.cuh"
 #include "cuda/pdl.cuh"
+#include "cuda/qgemv.h"
 
 extern "C" {
 #include "cuda/backend_cuda.h"
@@ -29,6 +30,8 @@ struct tqc_be {
     float *ys;         // (max_n, max_rows) one GEMM of a job's outputs, before the scatter
     int64_t max_rows;
     int32_t *tok;      // (max_n) token ids
+    void *qact;        // quantized activations of max_n tokens (native products, tq_cuda_qgemv)
+    size_t qact_bytes;
     tq_status err;     // first failure of a void op
     int gemv;
     int pdl;               // decode GEMVs launched with programmatic dependent launch (sm_90+)
@@ -236,6 +239,17 @@ __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const 
         yk[row] = acck ? yk[row] + acc : acc;
 }
 
+// x := act(x) * up elementwise (the native products' SiLU / GELU input, in place)
+template <int PRE>
+__global__ void act_kernel(float *x, const float *up, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = (PRE == TQ_BE_PRE_SILU ? silu_f(x[i]) : gelu_f(x[i])) * up[i];
+}
+
+static_assert(TQ_BE_PRE_NONE == 0 && TQ_BE_PRE_NORM == 1 && TQ_BE_PRE_SILU == 2 && TQ_BE_PRE_GELU == 3,
+              "tq_cuda_qjob.pre uses the backend's input-transform ids");
+
 __global__ void bias_kernel(float *y, const float *b, int64_t total, int width)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
@@ -327,6 +341,123 @@ void launch_pre(tqc_be *b, const tq_be_mm *a, const float *aux)
     pre_kernel<PRE><<<(unsigned)a->n, 256, 0, b->stream>>>(a->x, aux, (int)a->cols, a->eps, a->plus_one, b->xb);
 }
 
+tq_status cublas_gemm(tqc_be *b, int rows, int n, int cols, const void *w, float beta, float *y, int ldy)
+{
+    const float alpha = 1.0f;
+    const cublasStatus_t cs = cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16BF,
+                                           cols, b->xb, CUDA_R_16BF, cols, &beta, y, CUDA_R_32F, ldy,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (cs != CUBLAS_STATUS_SUCCESS)
+        return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx (%d x %d x %d): status %d", rows, n, cols, (int)cs);
+    return TQ_OK;
+}
+
+// same job of two matrices (one launch of tq_cuda_qgemv_job)?
+bool same_qjob(const tq_cuda_qmat *x, const tq_cuda_qmat *y)
+{
+    return x->fmt == y->fmt && x->cols == y->cols && x->bits == y->bits && x->group == y->group &&
+           x->sb_f16 == y->sb_f16;
+}
+
+// A job with native (quantized, tq_be_mat.native = tq_cuda_qmat) outputs; dense bf16 outputs of
+// the same job go through the dense kernels. Decode (n = 1, the GEMV kernels on): per run of
+// outputs of one format a fused tq_cuda_qgemv_job (input transform + quantizer + GEMV, residual
+// folded in), the dense ones one GEMV launch. Otherwise (prefill): the transform into f32 rows
+// (NORM into xn, SILU/GELU in place, as backend.h), then tq_cuda_qgemv per native output (the
+// activation quantized once per call, tokens in launches of <= 8) and cuBLAS for dense outputs.
+tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
+{
+    const int cols = (int)a->cols, n = (int)a->n;
+    const float *aux = a->pre == TQ_BE_PRE_NORM ? a->norm : a->up;
+    bool dense_ok = true;
+    for (int i = 0; i < a->n_out; i++)
+        if (!a->out[i].w.native && a->out[i].w.dtype != TQ_DTYPE_BF16)
+            dense_ok = false;
+    if (!dense_ok)
+        return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend matmul: dense weights must be bf16");
+    if (n == 1 && b->gemv && a->cols <= TQ_CUDA_QJOB_MAXC && cols % 8 == 0 && cols <= GEMV_MAXC) {
+        const bool fold = a->res && !a->post_norm;
+        gemv_outs o = {};
+        int be = 0;
+        for (int i = 0; i < a->n_out; i++) {
+            if (a->out[i].w.native)
+                continue;
+            o.w[o.n] = (const __nv_bfloat16 *)a->out[i].w.w;
+            o.rows[o.n] = (int)a->out[i].w.rows;
+            o.y[o.n] = fold ? a->res : a->out[i].y;
+            o.acc[o.n] = fold;
+            be += (o.rows[o.n] + 7) / 8;
+            o.blk_end[o.n++] = be;
+        }
+        if (o.n)
+            switch (a->pre) {
+            case TQ_BE_PRE_NORM: launch_gemv<TQ_BE_PRE_NORM>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+            case TQ_BE_PRE_SILU: launch_gemv<TQ_BE_PRE_SILU>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+            case TQ_BE_PRE_GELU: launch_gemv<TQ_BE_PRE_GELU>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+            default: launch_gemv<TQ_BE_PRE_NONE>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
+            }
+        for (int i = 0; i < a->n_out;) {
+            if (!a->out[i].w.native) {
+                i++;
+                continue;
+            }
+            tq_cuda_qjob j = {};
+            j.src = a->x;
+            j.aux = aux;
+            j.pre = a->pre;
+            j.eps = a->eps;
+            j.plus_one = a->plus_one;
+            const tq_cuda_qmat *m0 = (const tq_cuda_qmat *)a->out[i].w.native;
+            for (; i < a->n_out && a->out[i].w.native && j.n_out < 4 &&
+                   same_qjob(m0, (const tq_cuda_qmat *)a->out[i].w.native); i++) {
+                j.m[j.n_out] = (const tq_cuda_qmat *)a->out[i].w.native;
+                j.y[j.n_out] = fold ? a->res : a->out[i].y;
+                j.acc[j.n_out++] = fold;
+            }
+            const tq_status st = tq_cuda_qgemv_job(&j, b->stream, b->pdl);
+            if (st != TQ_OK)
+                return st;
+        }
+        if (a->res && !fold)
+            add_norm_kernel<<<n, 256, 0, b->stream>>>(a->res, a->out[0].y, a->out[0].ldy, a->post_norm,
+                                                       (int)a->out[0].w.rows, a->eps, a->plus_one);
+        return TQ_OK;
+    }
+    const float *xin = a->x;
+    if (a->pre == TQ_BE_PRE_NORM) {
+        rmsnorm_kernel<<<(unsigned)n, 256, 0, b->stream>>>(a->xn, a->x, a->norm, cols, a->eps, a->plus_one);
+        xin = a->xn;
+    } else if (a->pre == TQ_BE_PRE_SILU) {
+        act_kernel<TQ_BE_PRE_SILU><<<blocks_for((int64_t)n * cols), 256, 0, b->stream>>>(a->x, a->up, (int64_t)n * cols);
+    } else if (a->pre == TQ_BE_PRE_GELU) {
+        act_kernel<TQ_BE_PRE_GELU><<<blocks_for((int64_t)n * cols), 256, 0, b->stream>>>(a->x, a->up, (int64_t)n * cols);
+    }
+    bool have_xb = false;
+    for (int i = 0; i < a->n_out; i++) {
+        const tq_be_out *o = &a->out[i];
+        tq_status st;
+        if (o->w.native) {
+            const tq_cuda_qmat *q = (const tq_cuda_qmat *)o->w.native;
+            if (tq_cuda_qgemv_act_bytes(q, n) > b->qact_bytes)
+                return TQC_FAIL(TQ_E_ARG, "CUDA backend matmul: %d tokens of %d columns exceed the activation "
+                                "workspace (%zu bytes)", n, cols, b->qact_bytes);
+            st = tq_cuda_qgemv(q, xin, cols, n, o->y, o->ldy, b->qact, b->stream);
+        } else {
+            if (!have_xb) {
+                pre_kernel<TQ_BE_PRE_NONE><<<(unsigned)n, 256, 0, b->stream>>>(xin, nullptr, cols, a->eps, 0, b->xb);
+                have_xb = true;
+            }
+            st = cublas_gemm(b, (int)o->w.rows, n, cols, o->w.w, 0.0f, o->y, (int)o->ldy);
+        }
+        if (st != TQ_OK)
+            return st;
+    }
+    if (a->res)
+        add_norm_kernel<<<n, 256, 0, b->stream>>>(a->res, a->out[0].y, a->out[0].ldy, a->post_norm,
+                                                   (int)a->out[0].w.rows, a->eps, a->plus_one);
+    return TQ_OK;
+}
+
 tq_status be_matmul(void *ctx, const tq_be_mm *a)
 {
     tqc_be *b = (tqc_be *)ctx;
@@ -335,9 +466,11 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
         return TQC_FAIL(TQ_E_ARG, "CUDA backend matmul: %d outputs, %d rows of %d (max %d rows of %lld)", a->n_out,
                         n, cols, b->max_n, (long long)b->max_cols);
     for (int i = 0; i < a->n_out; i++)
-        if (a->out[i].w.dtype != TQ_DTYPE_BF16 || a->out[i].w.native)
-            return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend matmul: weights must be dense bf16 (quantized "
-                            "GPU products are not implemented)");
+        if (a->out[i].w.native)
+            return matmul_native(b, a);
+    for (int i = 0; i < a->n_out; i++)
+        if (a->out[i].w.dtype != TQ_DTYPE_BF16)
+            return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend matmul: dense weights must be bf16");
     const float *aux = a->pre == TQ_BE_PRE_NORM ? a->norm : a->up;
     const bool fold = a->res && !a->post_norm; // residual add inside the product
     if (n == 1 && b->gemv && cols % 8 == 0 && cols <= GEMV_MAXC) {
@@ -466,6 +599,7 @@ extern "C" void tqc_be_free(tqc_be *b)
     cudaFree(b->xb);
     cudaFree(b->ys);
     cudaFree(b->tok);
+    cudaFree(b->qact);
     if (b->blas)
         cublasDestroy(b->blas);
     if (b->stream)
@@ -498,6 +632,14 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows
         e = cudaMalloc((void **)&b->ys, (size_t)max_n * (size_t)max_rows * 4);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&b->tok, (size_t)max_n * 4);
+    if (e == cudaSuccess) { // the widest activation of the native products (the q8a layout is the larger)
+        tq_cuda_qmat qm = {};
+        qm.fmt = TQ_GGML_Q8_0;
+        qm.rows = 1;
+        qm.cols = (max_cols + 255) / 256 * 256;
+        b->qact_bytes = tq_cuda_qgemv_act_bytes(&qm, max_n);
+        e = cudaMalloc(&b->qact, b->qact_bytes + 16);
+    }
     if (e != cudaSuccess)
         st = TQC_FAIL(TQ_E_CUDA, "CUDA backend: %s", cudaGetErrorString(e));
     else if (cublasCreate(&b->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(b->blas, b->stream) != CUBLAS_STATUS_SUCCESS)

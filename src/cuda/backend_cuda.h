@@ -1,10 +1,12 @@
 /* backend_cuda.h -- the CUDA backend of the one forward (common/backend.h), for the GPU session
  * (src/model/session_cuda.c): a context owns one stream, a cuBLAS handle and the scratch of the
  * ops; every pointer given to the ops is device memory (tokens excepted: host ids). Weights are
- * dense bf16 (tq_be_mat.dtype TQ_DTYPE_BF16; .native is the hook for the quantized GEMV rows of
- * the format table, unused today). Decode (n = 1) products are fused GEMV kernels (the input
- * transform -- RMSNorm, SiLU/GELU gate -- staged in shared memory, every output of a job in one
- * launch, the residual add folded in); prefill products are cuBLAS GEMMs over bf16 inputs.
+ * dense bf16 (tq_be_mat.dtype TQ_DTYPE_BF16) or native: tq_be_mat.native = a host
+ * tq_cuda_qmat (cuda/qgemv.h) viewing the packed rows on the device (Q8_0, Q4_0, Q4_1, Q4_K,
+ * Q6_K, MLX affine). Decode (n = 1) products are fused GEMV kernels (the input transform --
+ * RMSNorm, SiLU/GELU gate -- staged in shared memory, every output of a job in one launch, the
+ * residual add folded in; native: tq_cuda_qgemv_job, the input quantized to q8 in shared memory);
+ * prefill products are cuBLAS GEMMs over bf16 inputs (native: tq_cuda_qgemv over f32 rows).
  * Launches are not checked one by one (host time per step): tqc_be_status(), which the session
  * calls after each forward, reports the first failed launch or op since its last call.
  * Builds without CUDA (cuda_none.c): tqc_be_create() fails with TQ_E_UNSUPPORTED. */

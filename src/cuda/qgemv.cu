@@ -1,4 +1,4 @@
-// qgemv.cu -- quantized GEMV on the GPU: Q8_0, Q4_0, Q4_K, Q6_K and MLX affine (bits 4/8) rows
+// qgemv.cu -- quantized GEMV on the GPU: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K and MLX affine (bits 4/8) rows
 // against q8-quantized activations (qgemv.h says what is computed and how it relates to the CPU's
 // q8 path in src/cpu/qdot.c).
 //
@@ -37,13 +37,14 @@ extern "C" tq_status tq_fail_(tq_status st, const char *file, int line, const ch
 namespace {
 
 // Kernel-side format ids (the template argument).
-enum { F_Q8_0 = 1, F_Q4_0, F_Q4_K, F_Q6_K, F_MLX4, F_MLX8 };
+enum { F_Q8_0 = 1, F_Q4_0, F_Q4_K, F_Q6_K, F_MLX4, F_MLX8, F_Q4_1 };
 
 int kfmt(const tq_cuda_qmat *m)
 {
     switch (m->fmt) {
     case TQ_GGML_Q8_0: return F_Q8_0;
     case TQ_GGML_Q4_0: return F_Q4_0;
+    case TQ_GGML_Q4_1: return F_Q4_1;
     case TQ_GGML_Q4_K: return F_Q4_K;
     case TQ_GGML_Q6_K: return F_Q6_K;
     case TQ_CUDA_QGEMV_MLX: return m->bits == 4 ? F_MLX4 : m->bits == 8 ? F_MLX8 : 0;
@@ -207,6 +208,35 @@ template <> struct fmt<F_Q4_0> {
         const int lo = (int)(r.q & 0x0f0f0f0fu), hi = (int)((r.q >> 4) & 0x0f0f0f0fu);
         const int s = dp4a(lo, v.a0, dp4a(hi, v.a1, 0)) - dp4a(0x08080808, v.a0, dp4a(0x08080808, v.a1, 0));
         return (h2f(r.d) * v.da) * (float)s;
+    }
+};
+
+// Q4_1: value d * q + m; against the q8a activation (d_a, s_a = d_a * sum(a)) per block
+// d * d_a * sum(q * a) + m * s_a, the min added by the block's first unit
+template <> struct fmt<F_Q4_1> {
+    static constexpr int BE = 32, BB = 20, UPB = 4, U = 8;
+    struct raw { uint32_t dm, q; };
+    struct av { int a0, a1; float da, sa; };
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, int u, const qargs &)
+    {
+        const uint8_t *p = row + BB * (u >> 2);
+        r.dm = *(const uint32_t *)p;
+        r.q = *(const uint32_t *)(p + 4 + 4 * (u & 3));
+    }
+    static __device__ __forceinline__ void lda(av &v, const uint8_t *a, const qargs &g, int u)
+    {
+        const int b = u >> 2;
+        const int i = (u & 3);
+        v.a0 = *(const int *)(a + 32 * b + 4 * i);
+        v.a1 = *(const int *)(a + 32 * b + 16 + 4 * i);
+        v.da = ((const float *)(a + g.ag.off_d))[b];
+        v.sa = i ? 0.0f : ((const float *)(a + g.ag.off_s))[b];
+    }
+    static __device__ __forceinline__ float dot(const raw &r, const av &v, const qargs &, int)
+    {
+        const int lo = (int)(r.q & 0x0f0f0f0fu), hi = (int)((r.q >> 4) & 0x0f0f0f0fu);
+        const int s = dp4a(lo, v.a0, dp4a(hi, v.a1, 0));
+        return (h2f(r.dm & 0xffffu) * v.da) * (float)s + h2f(r.dm >> 16) * v.sa;
     }
 };
 
@@ -469,6 +499,7 @@ __global__ void __launch_bounds__(32 * WARPS, NT == 1 ? 8 : 1) qgemv_kernel(cons
 // aligned (row_bytes % 16 == 0); other rows take qgemv_kernel.
 template <int F> struct stage_of;
 template <> struct stage_of<F_Q4_0> { static constexpr int NBC = 64; };
+template <> struct stage_of<F_Q4_1> { static constexpr int NBC = 64; };
 template <> struct stage_of<F_Q8_0> { static constexpr int NBC = 32; };
 template <> struct stage_of<F_Q4_K> { static constexpr int NBC = 8; };
 template <> struct stage_of<F_Q6_K> { static constexpr int NBC = 8; };
@@ -568,7 +599,7 @@ cudaError_t launch_staged(const qargs &g, cudaStream_t s, int pdl)
 size_t packed_bytes_of(int f, int64_t cols)
 {
     const int be = f == F_Q4_K || f == F_Q6_K ? 256 : 32;
-    const int bb = f == F_Q8_0 ? 34 : f == F_Q4_0 ? 18 : f == F_Q4_K ? 144 : 210;
+    const int bb = f == F_Q8_0 ? 34 : f == F_Q4_0 ? 18 : f == F_Q4_1 ? 20 : f == F_Q4_K ? 144 : 210;
     return (size_t)(cols / be) * (size_t)bb;
 }
 
@@ -578,7 +609,7 @@ int g_staged = 1;
 bool use_staged(int f, const qargs &g, int nt)
 {
     // Q4_K (16-byte aligned blocks) reads directly by default: staged 10% slower (H200, visit q4)
-    return g_staged && nt == 1 && (f == F_Q4_0 || f == F_Q8_0 || (f == F_Q4_K && g_staged == 2) || f == F_Q6_K) &&
+    return g_staged && nt == 1 && (f == F_Q4_0 || f == F_Q4_1 || f == F_Q8_0 || (f == F_Q4_K && g_staged == 2) || f == F_Q6_K) &&
            g.row_bytes % 16 == 0 && (uintptr_t)g.w % 16 == 0 && packed_bytes_of(f, g.cols) % 16 == 0;
 }
 
@@ -629,12 +660,14 @@ cudaError_t launch_gemv(int f, const qargs &g, int nt, cudaStream_t s, int pdl)
         switch (f) {
         case F_Q8_0: return launch_staged<F_Q8_0>(g, s, pdl);
         case F_Q4_0: return launch_staged<F_Q4_0>(g, s, pdl);
+        case F_Q4_1: return launch_staged<F_Q4_1>(g, s, pdl);
         case F_Q4_K: return launch_staged<F_Q4_K>(g, s, pdl);
         default: return launch_staged<F_Q6_K>(g, s, pdl);
         }
     switch (f) {
     case F_Q8_0: return launch_f<F_Q8_0>(g, nt, s, pdl);
     case F_Q4_0: return launch_f<F_Q4_0>(g, nt, s, pdl);
+    case F_Q4_1: return launch_f<F_Q4_1>(g, nt, s, pdl);
     case F_Q4_K: return launch_f<F_Q4_K>(g, nt, s, pdl);
     case F_Q6_K: return launch_f<F_Q6_K>(g, nt, s, pdl);
     case F_MLX4: return launch_f<F_MLX4>(g, nt, s, pdl);
@@ -666,12 +699,12 @@ cudaError_t launch_quant(int f, const float *x, int64_t ldx, int64_t cols, int n
 void block_of(int f, int *be, int *bb)
 {
     *be = f == F_Q4_K || f == F_Q6_K ? 256 : f == F_MLX4 || f == F_MLX8 ? 16 : 32;
-    *bb = f == F_Q8_0 ? 34 : f == F_Q4_0 ? 18 : f == F_Q4_K ? 144 : f == F_Q6_K ? 210 : f == F_MLX4 ? 8 : 16;
+    *bb = f == F_Q8_0 ? 34 : f == F_Q4_0 ? 18 : f == F_Q4_1 ? 20 : f == F_Q4_K ? 144 : f == F_Q6_K ? 210 : f == F_MLX4 ? 8 : 16;
 }
 
 const char *fname(int f)
 {
-    return f == F_Q8_0 ? "Q8_0" : f == F_Q4_0 ? "Q4_0" : f == F_Q4_K ? "Q4_K" : f == F_Q6_K ? "Q6_K" : "MLX affine";
+    return f == F_Q8_0 ? "Q8_0" : f == F_Q4_0 ? "Q4_0" : f == F_Q4_1 ? "Q4_1" : f == F_Q4_K ? "Q4_K" : f == F_Q6_K ? "Q6_K" : "MLX affine";
 }
 
 size_t packed_row_bytes(const tq_cuda_qmat *m)
@@ -693,6 +726,209 @@ size_t sb_count(const tq_cuda_qmat *m)
 int chunk_of(int left)
 {
     return left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+}
+
+// ---- decode job: input transform + activation quantizer + GEMV of up to 4 matrices, one launch --
+// Every block (8 warps) computes the transformed input (RMSNorm with its weight, or the SiLU /
+// GELU gate against aux, or as is) and quantizes it into shared memory by the format's activation
+// rule (the same code as quant_a32_kernel / quant_a256_kernel, on the transformed values); then
+// each warp computes one row of its output with the format's unit loop (qgemv_kernel, batch 1).
+// Blocks are assigned to the outputs by block ranges, like the dense GEMV of backend_cuda.cu.
+struct qjob_k {
+    const uint8_t *w[4];
+    size_t row_bytes[4];
+    const uint16_t *sc[4], *bi[4];
+    float *y[4];
+    int rows[4], blk_end[4], acc[4];
+    int n;
+    int64_t cols;
+    int group, sb_f16;
+    const float *src, *aux;
+    float eps;
+    int p1;
+    act_geom ag;
+};
+
+constexpr int QJ_WARPS = 8;
+
+__device__ __forceinline__ float qj_silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float qj_gelu(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+template <int PRE>
+__device__ __forceinline__ float qj_in(const qjob_k &j, int64_t i, float r)
+{
+    if (PRE == 1) // RMSNorm with weight aux ((1 + w) when p1)
+        return j.src[i] * r * (j.p1 ? 1.0f + j.aux[i] : j.aux[i]);
+    if (PRE == 2)
+        return qj_silu(j.src[i]) * j.aux[i];
+    if (PRE == 3)
+        return qj_gelu(j.src[i]) * j.aux[i];
+    return j.src[i];
+}
+
+template <int F, int PRE>
+__global__ void __launch_bounds__(32 * QJ_WARPS) qjob_kernel(const qjob_k j)
+{
+    using FM = fmt<F>;
+    __shared__ __align__(16) uint8_t as[TQ_CUDA_QJOB_MAXC + TQ_CUDA_QJOB_MAXC / 4 + 64];
+    __shared__ float red[QJ_WARPS];
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    // this block's output, selected with constant indices (no local-memory copy of the params)
+    const uint8_t *wk = j.w[0];
+    size_t rb = j.row_bytes[0];
+    const uint16_t *sck = j.sc[0], *bik = j.bi[0];
+    float *yk = j.y[0];
+    int rows = j.rows[0], acck = j.acc[0], b0 = 0;
+#pragma unroll
+    for (int k = 1; k < 4; k++)
+        if (k < j.n && (int)blockIdx.x >= j.blk_end[k - 1]) {
+            wk = j.w[k], rb = j.row_bytes[k], sck = j.sc[k], bik = j.bi[k], yk = j.y[k];
+            rows = j.rows[k], acck = j.acc[k], b0 = j.blk_end[k - 1];
+        }
+    const int row = ((int)blockIdx.x - b0) * QJ_WARPS + wid;
+    const bool live = row < rows;
+    const uint8_t *wrow = wk + (size_t)(live ? row : 0) * rb;
+    const int64_t cols = j.cols;
+    qargs g = {};
+    g.cols = cols;
+    g.group = j.group;
+    g.sb_f16 = j.sb_f16;
+    g.ag = j.ag;
+    if (F == F_MLX4 || F == F_MLX8) {
+        g.sc = sck + (int64_t)(live ? row : 0) * (cols / j.group);
+        g.bi = bik + (int64_t)(live ? row : 0) * (cols / j.group);
+    }
+    const int units = live ? (int)(cols / FM::BE * FM::UPB) : 0;
+    // the row's first 32 * U units into registers (the whole row up to 256-1024 weights per
+    // lane pass) and the rest into L2, while the previous kernel finishes (PDL); the weights
+    // never depend on it. Then wait for its output.
+    typename FM::raw w0[FM::U];
+#pragma unroll
+    for (int k = 0; k < FM::U; k++)
+        if (lane + 32 * k < units)
+            FM::load(w0[k], wrow, lane + 32 * k, g);
+    if (live)
+        for (size_t off = (size_t)(32 * FM::U * FM::BB / FM::UPB) + (size_t)lane * 128; off < rb; off += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow + off));
+    pdl_trigger();
+    pdl_wait();
+    float r = 1.0f;
+    if (PRE == 1) {
+        float ss = 0.0f;
+        for (int64_t i = t; i < cols; i += 32 * QJ_WARPS)
+            ss += j.src[i] * j.src[i];
+        for (int o = 16; o; o >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0)
+            red[wid] = ss;
+        __syncthreads();
+        ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < QJ_WARPS; k++)
+            ss += red[k];
+        r = 1.0f / sqrtf(ss / (float)cols + j.eps);
+    }
+    if (F == F_Q4_K || F == F_Q6_K) { // the q8k rule (act_block)
+        for (int64_t b = wid; b < cols / 256; b += QJ_WARPS) {
+            float v[8];
+            float amax = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                v[e] = qj_in<PRE>(j, 256 * b + 32 * e + lane, r);
+                amax = fmaxf(amax, fabsf(v[e]));
+            }
+            for (int o = 16; o; o >>= 1)
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                as[256 * b + 32 * e + lane] = (uint8_t)(int8_t)__float2int_rn(fminf(fmaxf(v[e] * id, -127.0f), 127.0f));
+            if (lane == 0)
+                ((float *)(as + j.ag.off_d))[b] = d;
+        }
+    } else {
+        for (int64_t b = wid; b < cols / 32; b += QJ_WARPS) {
+            const float v = qj_in<PRE>(j, 32 * b + lane, r);
+            // max |v| of the 32 in one warp reduction (non-negative floats order as their bits)
+            const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v))));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const int q = __float2int_rn(fminf(fmaxf(v * id, -127.0f), 127.0f));
+            int pos = lane;
+            if (F == F_MLX4) {
+                const int k = lane & 7;
+                pos = (lane & ~7) | ((k & 1) ? 4 + (k >> 1) : (k >> 1));
+            }
+            as[32 * b + pos] = (uint8_t)(int8_t)q;
+            const int sum = __reduce_add_sync(0xffffffffu, q);
+            if (lane == 0) {
+                ((float *)(as + j.ag.off_d))[b] = d;
+                ((float *)(as + j.ag.off_s))[b] = d * (float)sum;
+            }
+        }
+    }
+    __syncthreads();
+    if (!live)
+        return;
+    float acc = 0.0f;
+    for (int u0 = lane; u0 < units; u0 += 32 * FM::U) {
+        typename FM::raw w[FM::U];
+        typename FM::av v[FM::U];
+#pragma unroll
+        for (int k = 0; k < FM::U; k++)
+            if (u0 + 32 * k < units) {
+                if (u0 == lane)
+                    w[k] = w0[k];
+                else
+                    FM::load(w[k], wrow, u0 + 32 * k, g);
+                FM::lda(v[k], as, g, u0 + 32 * k);
+            }
+#pragma unroll
+        for (int k = 0; k < FM::U; k++)
+            if (u0 + 32 * k < units)
+                acc += FM::dot(w[k], v[k], g, u0 + 32 * k);
+    }
+    for (int o = 16; o; o >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0)
+        yk[row] = acck ? yk[row] + acc : acc;
+}
+
+template <int F>
+cudaError_t launch_job_f(const qjob_k &k, int pre, cudaStream_t s, int pdl)
+{
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3((unsigned)k.blk_end[k.n - 1]);
+    c.blockDim = dim3(32 * QJ_WARPS);
+    c.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    switch (pre) {
+    case 1: return cudaLaunchKernelEx(&c, qjob_kernel<F, 1>, k);
+    case 2: return cudaLaunchKernelEx(&c, qjob_kernel<F, 2>, k);
+    case 3: return cudaLaunchKernelEx(&c, qjob_kernel<F, 3>, k);
+    default: return cudaLaunchKernelEx(&c, qjob_kernel<F, 0>, k);
+    }
+}
+
+cudaError_t launch_job(int f, const qjob_k &k, int pre, cudaStream_t s, int pdl)
+{
+    switch (f) {
+    case F_Q8_0: return launch_job_f<F_Q8_0>(k, pre, s, pdl);
+    case F_Q4_0: return launch_job_f<F_Q4_0>(k, pre, s, pdl);
+    case F_Q4_1: return launch_job_f<F_Q4_1>(k, pre, s, pdl);
+    case F_Q4_K: return launch_job_f<F_Q4_K>(k, pre, s, pdl);
+    case F_Q6_K: return launch_job_f<F_Q6_K>(k, pre, s, pdl);
+    case F_MLX4: return launch_job_f<F_MLX4>(k, pre, s, pdl);
+    default: return launch_job_f<F_MLX8>(k, pre, s, pdl);
+    }
 }
 
 // gemv_only: the activations are already there (bench); pdl: -1 = the default
@@ -745,8 +981,8 @@ extern "C" tq_status tq_cuda_qgemv_check(const tq_cuda_qmat *m)
         if (m->fmt == TQ_CUDA_QGEMV_MLX)
             return QG_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_qgemv: MLX affine with %d bits has no GPU kernel (bits 4 "
                            "and 8 do; dequantize the others at load)", m->bits);
-        return QG_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_qgemv: format id %d has no GPU kernel (Q8_0 Q4_0 Q4_K "
-                       "Q6_K and MLX affine 4/8-bit do)", m->fmt);
+        return QG_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_qgemv: format id %d has no GPU kernel (Q8_0 Q4_0 Q4_1 "
+                       "Q4_K Q6_K and MLX affine 4/8-bit do)", m->fmt);
     }
     if (m->rows <= 0 || m->cols <= 0 || m->rows > ((int64_t)1 << 31) * WARPS)
         return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv: %lld x %lld matrix (rows and cols must be >= 1)",
@@ -764,7 +1000,7 @@ extern "C" tq_status tq_cuda_qgemv_check(const tq_cuda_qmat *m)
     if (!m->w || m->row_bytes < prb)
         return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv: rows of %zu bytes (the packed row is %zu), w %p",
                        m->row_bytes, prb, m->w);
-    const size_t al = (f == F_Q4_K || f == F_MLX4 || f == F_MLX8) ? 16 : 2;
+    const size_t al = (f == F_Q4_K || f == F_MLX4 || f == F_MLX8) ? 16 : f == F_Q4_1 ? 4 : 2;
     if ((uintptr_t)m->w % al || m->row_bytes % al)
         return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv: %s weights must start and have rows %zu-byte aligned (w %p, "
                        "row_bytes %zu)", fname(f),
@@ -802,6 +1038,53 @@ extern "C" tq_status tq_cuda_qgemv(const tq_cuda_qmat *m, const float *x, int64_
     if ((uintptr_t)act % 16)
         return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv: the activation workspace must be 16-byte aligned");
     return run_dev(m, x, ldx, n, y, ldy, act, (cudaStream_t)stream, 0);
+}
+
+extern "C" tq_status tq_cuda_qgemv_job(const tq_cuda_qjob *jb, void *stream, int pdl)
+{
+    if (!jb || jb->n_out < 1 || jb->n_out > 4 || !jb->src || jb->pre < 0 || jb->pre > 3 || (jb->pre && !jb->aux))
+        return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv_job: %d outputs (1..4), src %p, pre %d (0..3, 1..3 need aux)",
+                       jb ? jb->n_out : 0, jb ? (const void *)jb->src : NULL, jb ? jb->pre : -1);
+    const tq_cuda_qmat *m0 = jb->m[0];
+    for (int i = 0; i < jb->n_out; i++) {
+        const tq_cuda_qmat *m = jb->m[i];
+        tq_status st = tq_cuda_qgemv_check(m);
+        if (st != TQ_OK)
+            return st;
+        if (kfmt(m) != kfmt(m0) || m->cols != m0->cols || m->group != m0->group || m->sb_f16 != m0->sb_f16 ||
+            !jb->y[i])
+            return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv_job: output %d: the outputs of a job share the format, "
+                           "the columns and (MLX) the group and scale type, and each needs y", i);
+    }
+    if (m0->cols > TQ_CUDA_QJOB_MAXC)
+        return QG_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_qgemv_job: %lld columns (the fused kernel stages at most %d)",
+                       (long long)m0->cols, TQ_CUDA_QJOB_MAXC);
+    const int f = kfmt(m0);
+    qjob_k k = {};
+    k.n = jb->n_out;
+    int be = 0;
+    for (int i = 0; i < jb->n_out; i++) {
+        const tq_cuda_qmat *m = jb->m[i];
+        k.w[i] = (const uint8_t *)m->w;
+        k.row_bytes[i] = m->row_bytes;
+        k.sc[i] = (const uint16_t *)m->scales;
+        k.bi[i] = (const uint16_t *)m->biases;
+        k.y[i] = jb->y[i];
+        k.rows[i] = (int)m->rows;
+        k.acc[i] = jb->acc[i] != 0;
+        be += (int)((m->rows + QJ_WARPS - 1) / QJ_WARPS);
+        k.blk_end[i] = be;
+    }
+    k.cols = m0->cols;
+    k.group = m0->group > 0 ? m0->group : 32;
+    k.sb_f16 = m0->sb_f16;
+    k.src = jb->src;
+    k.aux = jb->aux;
+    k.eps = jb->eps;
+    k.p1 = jb->plus_one;
+    k.ag = act_geom_of(f, m0->cols);
+    QG_CUDA(launch_job(f, k, jb->pre, (cudaStream_t)stream, pdl));
+    return TQ_OK;
 }
 
 namespace {
@@ -968,7 +1251,7 @@ extern "C" tq_status tq_cuda_qgemv_bench(int fmt, int bits, int group, int64_t r
         int be, bb;
         block_of(f, &be, &bb);
         const size_t nblk = (size_t)rows * (size_t)(cols / be);
-        const int off0 = f == F_Q6_K ? 208 : 0, off1 = f == F_Q4_K ? 2 : -1;
+        const int off0 = f == F_Q6_K ? 208 : 0, off1 = f == F_Q4_K || f == F_Q4_1 ? 2 : -1;
         fix_scales_kernel<<<1024, 256>>>((uint8_t *)dw, nblk, bb, off0, off1);
     }
     QG_CUDA(cudaGetLastError());

@@ -3,13 +3,15 @@
  * y[t * ldy + r] = row r of a quantized matrix . token t of x, for rows r < rows and tokens
  * t < n (decode: n = 1; small batches up to any n, in chunks of 8). The weights stay in their
  * packed layout on the device:
- *   ggml block formats (docs/FORMAT.md "GGUF", src/common/formats.c): Q8_0, Q4_0, Q4_K, Q6_K;
+ *   ggml block formats (docs/FORMAT.md "GGUF", src/common/formats.c): Q8_0, Q4_0, Q4_1, Q4_K,
+ *     Q6_K;
  *     row r = cols / block packed blocks at w + r * row_bytes;
  *   MLX affine (docs/FORMAT.md "MLX affine", src/quant/affine.c), bits 4 and 8, groups 32/64/128:
  *     row r = cols * bits / 32 uint32 codes (LSB first) at w + r * row_bytes, its per-group
  *     16-bit scale and bias at scales/biases + (r * cols / group + g) (bf16 as mlx-lm writes
  *     them, or f16), value = scale * q + bias.
  *
+ * Q4_1 adds its min like MLX's bias: d * d_a * sum(q * qs) + m * s_a per 32.
  * Arithmetic: the CPU's q8 path (src/cpu/qdot.h). x is quantized once per call and token on the
  * device by the tq_q8a rule (32-formats and MLX: int8 per 32 with one f32 scale d and s = d *
  * sum(qs)) or the tq_q8k rule (K formats: int8 per 256, one d): the same bytes as the CPU's
@@ -21,7 +23,7 @@
  * scale * q + bias against the q8a activation, like Q4_1's min.
  *
  * Alignment: w, scales, biases device pointers; for Q4_K and MLX w and row_bytes must be
- * 16-byte aligned (Q4_K rows are 144-byte blocks), for Q8_0/Q4_0/Q6_K 2-byte aligned.
+ * 16-byte aligned (Q4_K rows are 144-byte blocks), for Q4_1 4-byte, for Q8_0/Q4_0/Q6_K 2-byte.
  * Everything goes on `stream` (a cudaStream_t; NULL = the default stream); nothing synchronizes.
  * Without a CUDA build every entry point returns TQ_E_UNSUPPORTED (qgemv_none.c). */
 #ifndef TQ_CUDA_QGEMV_H
@@ -38,7 +40,7 @@ extern "C" {
 
 /* One quantized matrix on the device (a view: nothing is owned). */
 typedef struct tq_cuda_qmat {
-    int fmt;              /* TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_K, TQ_GGML_Q6_K,
+    int fmt;              /* TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q4_K, TQ_GGML_Q6_K,
                            * TQ_CUDA_QGEMV_MLX (= TQ_FMT_MLX_AFFINE)                                              */
     int64_t rows, cols;   /* y has rows entries per token, x cols                            */
     const void *w;        /* packed rows                                                     */
@@ -62,6 +64,27 @@ size_t tq_cuda_qgemv_act_bytes(const tq_cuda_qmat *m, int n);
  * x + t * ldx) for n tokens; act: device workspace of tq_cuda_qgemv_act_bytes(m, n) bytes. */
 tq_status tq_cuda_qgemv(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, float *y,
                         int64_t ldy, void *act, void *stream);
+
+/* A decode job in one launch: y_i (one token, device f32) = M_i . pre(src) for n_out <= 4
+ * matrices of the same format, columns and (MLX) group / scale type, where pre is
+ *   0: src as is; 1: RMSNorm of src with weight aux, eps, (1 + aux) when plus_one;
+ *   2: silu(src) * aux; 3: gelu_tanh(src) * aux   (= TQ_BE_PRE_* of common/backend.h),
+ * computed and quantized (q8a / q8k rule, as tq_cuda_qgemv) by every block in shared memory;
+ * acc[i] != 0: y_i += instead of =. cols <= TQ_CUDA_QJOB_MAXC. pdl != 0: launched with
+ * programmatic dependent launch (the block prefetches its weight rows into L2 before waiting for
+ * the previous kernel). Nothing is written to src. */
+#define TQ_CUDA_QJOB_MAXC 16384
+typedef struct tq_cuda_qjob {
+    int n_out;
+    const tq_cuda_qmat *m[4];
+    float *y[4];
+    int acc[4];
+    const float *src, *aux;
+    int pre;
+    float eps;
+    int plus_one;
+} tq_cuda_qjob;
+tq_status tq_cuda_qgemv_job(const tq_cuda_qjob *j, void *stream, int pdl);
 
 /* tq_cuda_qgemv_set_split() -- warps per row at batch 1 (1, 2 or 4; anything else = automatic:
  * 4 below 512 rows, 2 below 2048, else 1) for later calls of this process (benchmarks). Not thread-safe against concurrent calls. */

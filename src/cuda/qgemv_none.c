@@ -44,6 +44,12 @@ tq_status tq_cuda_qgemv(const tq_cuda_qmat *m, const float *x, int64_t ldx, int 
     return NO_CUDA("tq_cuda_qgemv");
 }
 
+tq_status tq_cuda_qgemv_job(const tq_cuda_qjob *j, void *stream, int pdl)
+{
+    (void)j, (void)stream, (void)pdl;
+    return NO_CUDA("tq_cuda_qgemv_job");
+}
+
 tq_status tq_cuda_qgemv_host(const tq_cuda_qmat *m, const float *x, int n, float *y, int8_t *act_qs,
                              float *act_d)
 {

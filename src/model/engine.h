@@ -101,7 +101,7 @@ struct tq_session {
 };
 
 /* What one forward runs over, in the backend's memory: the config, the matrices (dense in wtype,
- * or the native block form where a tq_qmat's .f is set: CPU only), norms and RoPE tables. The
+ * or the native block form where a tq_qmat's .f is set), norms and RoPE tables. The
  * CPU engine's view is its tq_model (tq_fwd_weights_of); the GPU session holds device copies. */
 typedef struct tq_fwd_weights {
     const tq_model_config *cfg;
@@ -111,6 +111,8 @@ typedef struct tq_fwd_weights {
     const tq_qmat *q_embed, *q_lm_head; /* NULL = dense                                    */
     const float *final_norm;
     const float *inv_freq, *inv_freq_local;
+    int native_view; /* 0: a native matrix reaches the backend as its tq_qmat (CPU); 1: as the
+                      * tq_qmat's .w, the backend's own view (GPU session: a tq_cuda_qmat)      */
 } tq_fwd_weights;
 
 /* One sequence of the backend-neutral forward: n tokens (host ids, in range) at positions

@@ -21,7 +21,8 @@
 static tq_be_mat mat(const tq_fwd_weights *fw, const void *w, const tq_qmat *q, int64_t rows,
                      int64_t cols)
 {
-    return (tq_be_mat){w, fw->wtype, q && q->f ? q : NULL, rows, cols}; /* native: block rows */
+    const void *nat = q && q->f ? (fw->native_view ? q->w : (const void *)q) : NULL;
+    return (tq_be_mat){w, fw->wtype, nat, rows, cols}; /* native: block rows */
 }
 
 tq_status tq_forward_run(const tq_fwd_weights *fw, const tq_backend *be, void *ctx,
@@ -145,6 +146,6 @@ tq_status tq_forward_batch(tq_session *s, const tq_fwd_seq *seq, int n_seq, floa
         it[j] = (tq_fwd_item){seq[j].s->kv, seq[j].s->n_past, seq[j].tokens, seq[j].n};
     const tq_fwd_weights fw = {&m->cfg, m->wtype, m->layers, m->embed, m->lm_head,
                                &m->q_embed, &m->q_lm_head, m->final_norm, m->inv_freq,
-                               m->inv_freq_local};
+                               m->inv_freq_local, 0};
     return tq_forward_run(&fw, &tq_backend_cpu, s, &s->rs, it, n_seq, logits, all_logits);
 }

@@ -1,15 +1,19 @@
 /* session_cuda.c -- tq_cuda_session (include/turboquant/cuda.h): the one forward (forward.c) on
  * the CUDA backend (cuda/backend_cuda.h). Creation copies the CPU engine's loaded model to the
- * device (bf16 matrices, f32 norms, biases and RoPE tables) into a tq_fwd_weights of device
- * pointers, makes one device KV cache per layer and device run-state buffers for a chunk of
- * tokens; eval runs tq_forward_run() chunk by chunk. Every architecture the CPU forward runs is
- * run here; refused by name: weights that are not bf16 (f32/f16, native block formats) and a
+ * device (bf16 matrices, or native block matrices as their packed bytes with a tq_cuda_qmat
+ * view each, f32 norms, biases and RoPE tables) into a tq_fwd_weights of device pointers, makes
+ * one device KV cache per layer and device run-state buffers for a chunk of tokens; eval runs
+ * tq_forward_run() chunk by chunk. Every architecture the CPU forward runs is run here; native
+ * formats without a GPU kernel are dequantized to bf16 at upload. Refused by name: dense weights
+ * that are not bf16 (f32/f16) and a
  * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
  * whole context; with n_ctx <= window that is the same attention). Builds without CUDA get
  * TQ_E_UNSUPPORTED from the backend. */
 #include <string.h>
 
+#include "core/half.h"
 #include "cuda/backend_cuda.h"
+#include "cuda/qgemv.h"
 #include "model/engine.h"
 
 struct tq_cuda_session {
@@ -27,6 +31,10 @@ struct tq_cuda_session {
     long n_graph, n_eager;    /* decode steps run as a graph / eagerly                 */
     int64_t n_past, n_ctx;
     size_t weight_bytes, kv_bytes;
+    tq_cuda_qmat *qm;         /* native matrices' device views (host array), n_qm used  */
+    int n_qm, cap_qm;
+    tq_qmat q_head;           /* the output layer's native view (.f NULL: dense bf16)   */
+    char kernels[256];        /* tq_cuda_session_kernels()                              */
 };
 
 static tq_status dalloc(tq_cuda_session *s, void **p, size_t bytes, size_t *count)
@@ -76,6 +84,145 @@ static tq_status up_cat(tq_cuda_session *s, const void *const *src, const size_t
     return st;
 }
 
+/* "what" into the kernel list once */
+static void note_kernel(tq_cuda_session *s, const char *what)
+{
+    if (strstr(s->kernels, what))
+        return;
+    const size_t pos = strlen(s->kernels);
+    snprintf(s->kernels + pos, sizeof(s->kernels) - pos, "%s%s", pos ? ", " : "", what);
+}
+
+/* a bf16 host copy of a (rows, cols) matrix: the model's own rows when they are bf16 (*tmp NULL),
+ * else a new buffer *tmp (native blocks dequantized by the format's reference, F32/F16 rounded) */
+static tq_status host_bf16(const tq_model *m, const void *dense, const tq_qmat *q, int64_t rows,
+                           int64_t cols, const void **out, uint16_t **tmp)
+{
+    *tmp = NULL;
+    *out = dense;
+    const int nat = q && q->f;
+    if (!nat && m->wtype == TQ_DTYPE_BF16)
+        return TQ_OK;
+    if (nat && !q->f->dequant_ref)
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_create: %s matrices have no dequantizer",
+                       q->f->name);
+    uint16_t *b = tq_calloc((size_t)rows * (size_t)cols, 2);
+    float *row = tq_calloc((size_t)cols, 4);
+    if (!b || !row) {
+        tq_free(b);
+        tq_free(row);
+        return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory (%lld x %lld bf16)",
+                       (long long)rows, (long long)cols);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        if (nat)
+            q->f->dequant_ref((const uint8_t *)q->w + (size_t)r * q->row_bytes, row, cols);
+        else if (m->wtype == TQ_DTYPE_F32)
+            memcpy(row, (const float *)dense + r * cols, (size_t)cols * 4);
+        else
+            for (int64_t j = 0; j < cols; j++)
+                row[j] = tq_f16_to_f32(((const uint16_t *)dense)[r * cols + j]);
+        for (int64_t j = 0; j < cols; j++)
+            b[r * cols + j] = tq_f32_to_bf16(row[j]);
+    }
+    tq_free(row);
+    *tmp = b;
+    *out = b;
+    return TQ_OK;
+}
+
+/* the GPU's view of a native matrix with its rows at w, if the quantized GEMV runs it */
+static int gpu_view(const tq_qmat *q, const void *w, tq_cuda_qmat *v)
+{
+    if (!q || !q->f)
+        return 0;
+    const int id = q->f->id;
+    if (id != TQ_GGML_Q8_0 && id != TQ_GGML_Q4_0 && id != TQ_GGML_Q4_1 && id != TQ_GGML_Q4_K &&
+        id != TQ_GGML_Q6_K)
+        return 0;
+    *v = (tq_cuda_qmat){.fmt = id, .rows = q->rows, .cols = q->cols, .w = w, .row_bytes = q->row_bytes};
+    if (tq_cuda_qgemv_check(v) != TQ_OK) {
+        tq_clear_error();
+        return 0;
+    }
+    return 1;
+}
+
+/* one matrix to the device: packed (dq = its view, .w -> a tq_cuda_qmat) when the GPU runs its
+ * format, else as bf16 rows (dq zeroed) */
+static tq_status up_mat(tq_cuda_session *s, const tq_model *m, const void *dense, const tq_qmat *q,
+                        int64_t rows, int64_t cols, void **dst, tq_qmat *dq)
+{
+    memset(dq, 0, sizeof(*dq));
+    tq_cuda_qmat v;
+    tq_status st;
+    if (gpu_view(q, (const void *)(uintptr_t)256 /* cudaMalloc's alignment */, &v) && s->n_qm < s->cap_qm) {
+        const size_t bytes = (size_t)q->rows * q->row_bytes;
+        if ((st = up(s, q->w, bytes, dst)))
+            return st;
+        v.w = *dst;
+        s->qm[s->n_qm] = v;
+        *dq = (tq_qmat){.w = &s->qm[s->n_qm++], .f = q->f, .rows = q->rows, .cols = q->cols,
+                        .row_bytes = q->row_bytes};
+        char k[48];
+        snprintf(k, sizeof(k), "%s qgemv (q8 act)", q->f->name);
+        note_kernel(s, k);
+        return TQ_OK;
+    }
+    if (q && q->f) {
+        char k[64];
+        snprintf(k, sizeof(k), "%s as bf16 (no GPU kernel)", q->f->name);
+        note_kernel(s, k);
+    } else {
+        note_kernel(s, "bf16 GEMV");
+    }
+    const void *hb;
+    uint16_t *tmp;
+    if ((st = host_bf16(m, dense, q, rows, cols, &hb, &tmp)))
+        return st;
+    st = up(s, hb, (size_t)rows * (size_t)cols * 2, dst);
+    tq_free(tmp);
+    return st;
+}
+
+/* outputs of one job (q|k|v, gate|up): dense ones in one allocation (one prefill GEMM), or each
+ * on its own when any is native */
+static tq_status up_job(tq_cuda_session *s, const tq_model *m, int n, const void *const *dense,
+                        const tq_qmat *const *q, const int64_t *rows, int64_t cols, void **dst,
+                        tq_qmat **dq)
+{
+    tq_status st = TQ_OK;
+    tq_cuda_qmat v;
+    int any = 0;
+    for (int i = 0; i < n; i++)
+        any |= gpu_view(q[i], (const void *)(uintptr_t)256, &v);
+    if (any) {
+        for (int i = 0; i < n && !st; i++)
+            st = up_mat(s, m, dense[i], q[i], rows[i], cols, &dst[i], dq[i]);
+        return st;
+    }
+    const void *src[4];
+    uint16_t *tmp[4] = {0};
+    size_t nb[4];
+    for (int i = 0; i < n && !st; i++) {
+        memset(dq[i], 0, sizeof(*dq[i]));
+        if (!(q[i] && q[i]->f))
+            note_kernel(s, "bf16 GEMV");
+        else {
+            char k[64];
+            snprintf(k, sizeof(k), "%s as bf16 (no GPU kernel)", q[i]->f->name);
+            note_kernel(s, k);
+        }
+        st = host_bf16(m, dense[i], q[i], rows[i], cols, &src[i], &tmp[i]);
+        nb[i] = (size_t)rows[i] * (size_t)cols * 2;
+    }
+    if (!st)
+        st = up_cat(s, src, nb, n, dst);
+    for (int i = 0; i < n; i++)
+        tq_free(tmp[i]);
+    return st;
+}
+
 void tq_cuda_session_free(tq_cuda_session *s)
 {
     if (!s)
@@ -94,6 +241,7 @@ void tq_cuda_session_free(tq_cuda_session *s)
         tqc_be_dfree(s->bufs[i]);
     tq_free(s->bufs);
     tq_free(s->layers);
+    tq_free(s->qm);
     tqc_be_free(s->be);
     tq_free(s);
 }
@@ -101,12 +249,7 @@ void tq_cuda_session_free(tq_cuda_session *s)
 static const char *refusal(const tq_model *m, int64_t n_ctx, char *buf, size_t cap)
 {
     const tq_model_config *c = &m->cfg;
-    if (m->native) {
-        snprintf(buf, cap, "native block weights (%s); load it with --weights bf16 "
-                 "(tq_model_opts.weight_store = TQ_STORE_DEQUANT)", m->kernels);
-        return buf;
-    }
-    if (m->wtype != TQ_DTYPE_BF16) {
+    if (!m->native && m->wtype != TQ_DTYPE_BF16) {
         snprintf(buf, cap, "%s weights; the GPU forward takes BF16 (tq_model_opts.weight_type = "
                  "TQ_DTYPE_BF16, the default)", m->wtype == TQ_DTYPE_F32 ? "F32" : "F16");
         return buf;
@@ -175,14 +318,31 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         st = TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
         goto fail;
     }
+    s->cap_qm = 7 * c->n_layers + 1;
+    if (!(s->qm = tq_calloc((size_t)s->cap_qm, sizeof(*s->qm)))) {
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
+        goto fail;
+    }
     const size_t vb = (size_t)c->vocab * dim * 2;
     void *embed = NULL, *lm_head = NULL;
     float *fnorm = NULL, *ifr = NULL, *ifl = NULL;
-    TRY(up(s, m->embed, vb, &embed));
-    if (m->lm_head == m->embed)
-        lm_head = embed;
-    else
-        TRY(up(s, m->lm_head, vb, &lm_head));
+    { /* the lookup's rows as bf16 (a native embedding dequantized); the head packed if native */
+        const void *hb;
+        uint16_t *tmp;
+        TRY(host_bf16(m, m->embed, &m->q_embed, c->vocab, dim, &hb, &tmp));
+        st = up(s, hb, vb, &embed);
+        tq_free(tmp);
+        TRY(st);
+        if (m->q_embed.f)
+            note_kernel(s, "embedding lookup bf16");
+    }
+    {
+        tq_cuda_qmat v;
+        if (m->lm_head != m->embed || gpu_view(&m->q_lm_head, (const void *)(uintptr_t)256, &v))
+            TRY(up_mat(s, m, m->lm_head, &m->q_lm_head, c->vocab, dim, &lm_head, &s->q_head));
+        else
+            lm_head = embed;
+    }
     TRY(up(s, m->final_norm, dim * 4, &fnorm));
     TRY(up(s, m->inv_freq, (size_t)c->rope_dim / 2 * 4, &ifr));
     if (m->inv_freq_local == m->inv_freq)
@@ -201,19 +361,23 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         TRY(up(s, w->bq, qd * 4, &d->bq));
         TRY(up(s, w->bk, kvd * 4, &d->bk));
         TRY(up(s, w->bv, kvd * 4, &d->bv));
-        { /* q|k|v and gate|up each in one allocation: one prefill GEMM per job */
+        { /* q|k|v and gate|up each in one allocation when dense: one prefill GEMM per job */
             const void *src[3] = {w->wq, w->wk, w->wv};
-            const size_t nb[3] = {qd * dim * 2, kvd * dim * 2, kvd * dim * 2};
+            const tq_qmat *qs[3] = {&w->q_wq, &w->q_wk, &w->q_wv};
+            tq_qmat *dq[3] = {&d->q_wq, &d->q_wk, &d->q_wv};
+            const int64_t rows[3] = {(int64_t)qd, (int64_t)kvd, (int64_t)kvd};
             void *dst[3];
-            TRY(up_cat(s, src, nb, 3, dst));
+            TRY(up_job(s, m, 3, src, qs, rows, (int64_t)dim, dst, dq));
             d->wq = dst[0], d->wk = dst[1], d->wv = dst[2];
             const void *gsrc[2] = {w->w_gate, w->w_up};
-            const size_t gnb[2] = {ffn * dim * 2, ffn * dim * 2};
-            TRY(up_cat(s, gsrc, gnb, 2, dst));
+            const tq_qmat *gq[2] = {&w->q_gate, &w->q_up};
+            tq_qmat *gdq[2] = {&d->q_gate, &d->q_up};
+            const int64_t grows[2] = {(int64_t)ffn, (int64_t)ffn};
+            TRY(up_job(s, m, 2, gsrc, gq, grows, (int64_t)dim, dst, gdq));
             d->w_gate = dst[0], d->w_up = dst[1];
         }
-        TRY(up(s, w->wo, dim * qd * 2, &d->wo));
-        TRY(up(s, w->w_down, dim * ffn * 2, &d->w_down));
+        TRY(up_mat(s, m, w->wo, &w->q_wo, (int64_t)dim, (int64_t)qd, &d->wo, &d->q_wo));
+        TRY(up_mat(s, m, w->w_down, &w->q_down, (int64_t)dim, (int64_t)ffn, &d->w_down, &d->q_down));
         /* as the CPU engine: a turbo cache keeps sliding-window layers in bf16 */
         tq_kv_scheme ls = kv;
         if (kv.kind == TQ_KV_TURBO && tq_model_config_layer_is_sliding(c, il))
@@ -222,8 +386,8 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         tqc_be_bind_kv(s->be, s->kv[il], 1);
         s->kv_bytes += tqc_be_kv_bytes(s->kv[il]);
     }
-    s->fw = (tq_fwd_weights){&s->cfg, TQ_DTYPE_BF16, s->layers, embed, lm_head, NULL, NULL,
-                             fnorm, ifr, ifl};
+    s->fw = (tq_fwd_weights){&s->cfg, TQ_DTYPE_BF16, s->layers, embed, lm_head, NULL, &s->q_head,
+                             fnorm, ifr, ifl, 1};
     {
         tq_run_state *r = &s->rs;
         r->nb = s->chunk;
@@ -353,6 +517,11 @@ tq_status tq_cuda_session_graph_stats(const tq_cuda_session *s, long *graph, lon
     if (inst)
         *inst = ni;
     return TQ_OK;
+}
+
+const char *tq_cuda_session_kernels(const tq_cuda_session *s)
+{
+    return s ? s->kernels : "";
 }
 
 tq_status tq_cuda_session_bytes(const tq_cuda_session *s, size_t *weights, size_t *kv)

@@ -698,22 +698,28 @@ tq_status tq_ggml_quantize_search(int type, const float *src, int64_t n, void *d
  * those levels; every candidate d is rounded to f16 and the levels re-chosen for it; the block
  * with the least weighted error (w = rms(block) + |x|, as the searched 32-blocks) is written.
  * The plain fit (largest element at -127) is one of the candidates (test_quant_blocks). */
+/* index of the level nearest t (ties: the lower one). lower[c + 128] = the largest k with
+ * v[k] <= c for the integer c = floor(t) in [-127, 113): then v[k] <= t < v[k + 1] (the levels
+ * are integers), and one comparison picks between them. */
 static int iq4_nearest(float t)
 {
-    const int8_t *v = tq_iq4nl_values;
+    const int8_t *const v = tq_iq4nl_values;
     if (!(t > (float)v[0]))
         return 0; /* also NaN */
     if (t >= (float)v[15])
         return 15;
-    int lo = 0, hi = 15; /* v[lo] < t < v[hi] */
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (t < (float)v[mid])
-            hi = mid;
-        else
-            lo = mid;
+    static _Thread_local int8_t lower[256];
+    static _Thread_local int init;
+    if (!init) {
+        for (int c = -128, k = 0; c < 128; c++) {
+            while (k < 15 && v[k + 1] <= c)
+                k++;
+            lower[c + 128] = (int8_t)k;
+        }
+        init = 1;
     }
-    return t - (float)v[lo] <= (float)v[hi] - t ? lo : hi;
+    const int k = lower[(int)floorf(t) + 128];
+    return t - (float)v[k] <= (float)v[k + 1] - t ? k : k + 1;
 }
 
 /* the block of scale f16(d) with each element's nearest level; returns its weighted error */
