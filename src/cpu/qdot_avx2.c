@@ -1216,9 +1216,12 @@ static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, con
                 f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
                     y + t * ldy + r, ldy);
         }
-        for (int64_t r = rc; r < re; r++) /* the leftover tokens while the chunk is in cache */
+        for (int64_t r = rc; r < re; r++) { /* the leftover tokens while the chunk is in cache */
+            if (nt == 0) /* no tile read the chunk: prefetch as mvs does (decode, 1-3 tokens) */
+                qt_prefetch((const uint8_t *)w + (size_t)r * row_bytes, row_bytes);
             for (int64_t t = nt; t < n; t++)
                 y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, a + t * nsb, k);
+        }
     }
 }
 
