@@ -119,12 +119,6 @@ static void up_q5_1(const uint8_t *b, int8_t *wq, float *d, float *m)
 
 typedef void (*unpack_fn)(const uint8_t *b, int8_t *wq, float *d, float *m);
 
-/* H(v) of qdot.h */
-static inline float hsum8(const float *v)
-{
-    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
-}
-
 /* ---- the two dots, generic over the unpacker ----------------------------------------------- */
 static inline float dot_q8(unpack_fn up, size_t bsize, int has_min, const void *w,
                            const void *act, int64_t k)
@@ -150,7 +144,7 @@ static inline float dot_q8(unpack_fn up, size_t bsize, int has_min, const void *
     float v[8];
     for (int l = 0; l < 8; l++)
         v[l] = acc[0][l] + acc[1][l];
-    return hsum8(v) + accm;
+    return tq_qdot_h8(v) + accm;
 }
 
 static inline float dot_f32(unpack_fn up, size_t bsize, int has_min, const void *w,
@@ -171,7 +165,7 @@ static inline float dot_f32(unpack_fn up, size_t bsize, int has_min, const void 
     float v[8];
     for (int l = 0; l < 8; l++)
         v[l] = (acc[l] + acc[8 + l]) + (acc[16 + l] + acc[24 + l]);
-    return hsum8(v);
+    return tq_qdot_h8(v);
 }
 
 #define DEFINE_FORMAT(name, bsize, has_min)                                                      \
@@ -324,7 +318,7 @@ static inline float dot_f32k(unpack_k_fn up, size_t bsize, int has_min, const vo
     float v[8];
     for (int l = 0; l < 8; l++)
         v[l] = (acc[l] + acc[8 + l]) + (acc[16 + l] + acc[24 + l]);
-    return hsum8(v);
+    return tq_qdot_h8(v);
 }
 
 #define dot_q8 dot_q8k

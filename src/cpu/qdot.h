@@ -53,6 +53,12 @@
 
 #define TQ_QK 32 /* elements per block (Q8_0 .. Q5_1 and tq_q8a) */
 
+/* H(v) above, the scalar reference's horizontal sum of 8 lanes (every scalar kernel uses it) */
+static inline float tq_qdot_h8(const float *v)
+{
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
 /* One block of a quantized activation. */
 typedef struct tq_q8a {
     float d;           /* scale: x ~ d * qs                              */

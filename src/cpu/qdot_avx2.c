@@ -11,20 +11,7 @@
 #include <string.h>
 
 #include "cpu/qdot.h"
-
-static inline float f16c(const uint8_t *p)
-{
-    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
-}
-
-/* H(v) of qdot.h: ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)). */
-static inline float hsum8(__m256 v)
-{
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
-}
+#include "cpu/qdot_avx2.h"
 
 /* ---- the activation quantizers ------------------------------------------------------------ */
 static inline __m256 absmax8(const float *x, int n8)

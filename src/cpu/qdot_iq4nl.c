@@ -16,11 +16,6 @@ static inline float unpack(const uint8_t *b, int8_t *wq)
     return tq_f16_to_f32(tq_rd16(b));
 }
 
-static inline float hsum8(const float *v)
-{
-    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
-}
-
 static float dot_q8(const void *w, const void *act, int64_t k)
 {
     const tq_q8a *a = act;
@@ -39,7 +34,7 @@ static float dot_q8(const void *w, const void *act, int64_t k)
     float v[8];
     for (int l = 0; l < 8; l++)
         v[l] = acc[0][l] + acc[1][l];
-    return hsum8(v);
+    return tq_qdot_h8(v);
 }
 
 static float dot_f32(const void *w, const float *x, int64_t k)
@@ -55,7 +50,7 @@ static float dot_f32(const void *w, const float *x, int64_t k)
     float v[8];
     for (int l = 0; l < 8; l++)
         v[l] = (acc[l] + acc[8 + l]) + (acc[16 + l] + acc[24 + l]);
-    return hsum8(v);
+    return tq_qdot_h8(v);
 }
 
 static void mv_q8(const void *w, size_t row_bytes, int64_t k, const void *act, int64_t n,

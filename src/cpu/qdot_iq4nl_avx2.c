@@ -10,21 +10,8 @@
 #include <immintrin.h>
 
 #include "cpu/qdot.h"
+#include "cpu/qdot_avx2.h"
 #include "cpu/qdot_iq4nl.h"
-
-static inline float f16c(const uint8_t *p)
-{
-    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
-}
-
-/* H(v) of qdot.h: ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)). */
-static inline float hsum8(__m256 v)
-{
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
-}
 
 static inline __m256i table(void)
 {
