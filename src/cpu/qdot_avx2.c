@@ -2,8 +2,8 @@
  * reference's bits (qdot.c) for finite data: the weight and activation integers meet in
  * vpmaddubsw + vpmaddwd, whose int32 lane l is exactly the reference's p of lane l (elements
  * 4l..4l+3; no int16 saturation: |w| <= 128, |qs| <= 127, so a pair is <= 32512); the f32
- * combination is the reference's, lane for lane (mul then add on the q8 path, vfmadd on the f32
- * path), and H() is the same tree. K formats: the super-block integers P and M are exact int32
+ * combination is the reference's, lane for lane (d_w * d_a rounded, then vfmadd on the q8 path;
+ * vfmadd on the f32 path), and H() is the same tree. K formats: the super-block integers P and M are exact int32
  * sums in any order, then the same f32 steps. Block scales are converted by F16C (exact for
  * non-NaN). */
 #include <immintrin.h>
@@ -166,12 +166,12 @@ static inline __m256 ip_unsigned(__m256i w, const int8_t *qs)
 }
 #endif
 
-/* acc += (w . a of the block) * (d_w * d_a); the min term goes to accm. */
+/* acc = fma(w . a of the block, d_w * d_a, acc); the min term goes to accm. */
 #define BLOCK_Q8(UP, IP, HAS_MIN, acc, i)                                                        \
     do {                                                                                         \
         const uint8_t *bb = b + (size_t)(i) * BS;                                                \
         const __m256 p = IP(UP(bb), a[i].qs);                                                    \
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(p, _mm256_set1_ps(f16c(bb) * a[i].d)));           \
+        acc = _mm256_fmadd_ps(p, _mm256_set1_ps(f16c(bb) * a[i].d), acc);                        \
         if (HAS_MIN)                                                                             \
             accm = accm + f16c(bb + 2) * a[i].s;                                                 \
     } while (0)
@@ -256,8 +256,7 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
         {                                                                                        \
             const uint8_t *bb = b0 + (size_t)q * row_bytes + (size_t)(i) * BS;                   \
             const __m256 p = IP(UP(bb), at[i].qs);                                               \
-            acc[q][SLOT] =                                                                       \
-                _mm256_add_ps(acc[q][SLOT], _mm256_mul_ps(p, _mm256_set1_ps(f16c(bb) * da)));    \
+            acc[q][SLOT] = _mm256_fmadd_ps(p, _mm256_set1_ps(f16c(bb) * da), acc[q][SLOT]);       \
             if (HAS_MIN)                                                                         \
                 accm[q] = accm[q] + f16c(bb + 2) * sa;                                           \
         }                                                                                        \
@@ -358,8 +357,8 @@ static inline void mvs_scales(const uint8_t *row, int bs, int has_min, int64_t n
 }
 
 #define MVS_BLOCK(UP, IP, acc, i)                                                                \
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(IP(UP(b + (size_t)(i) * BS), a[i].qs),                \
-                                           _mm256_broadcast_ss(dd + (i))))
+    acc = _mm256_fmadd_ps(IP(UP(b + (size_t)(i) * BS), a[i].qs), _mm256_broadcast_ss(dd + (i)),  \
+                          acc)
 
 #define DEFINE_MVS(name, BS_, IP, HAS_MIN)                                                       \
     static void mvs_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,       \
@@ -401,7 +400,7 @@ static inline void mvs_scales(const uint8_t *row, int bs, int has_min, int64_t n
 /* ---- GEMM tiles of the 32-formats (prefill and batched decode; issue 14) --------------------
  * A tile = R rows x T tokens: each weight block is decoded once and met with the T tokens'
  * activations; each (row, token) keeps its own accumulators with exactly dot_q8's operation
- * sequence (acc[block & 1] lanes, mul then add, the min term in block order, H() at the end),
+ * sequence (acc[block & 1] lanes, fma by d_w * d_a, the min term in block order, H() at the end),
  * so the tile's result equals the per-token dot bit for bit (tests/test_qdot.c): batch
  * invariance holds whatever n is. Rows are walked in chunks of about 32 KB of weights, so a
  * chunk stays in L1/L2 while all token tiles pass over it; below 16 tokens (batched decode) a
@@ -545,9 +544,9 @@ qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t
         {
             const __m512 p = _mm512_cvtepi32_ps(sgn ? _mm512_dpbusd_epi32(c, a[t], u)
                                                     : _mm512_dpbusd_epi32(c, u, a[t]));
-            const __m512 prod = _mm512_mul_ps(p, _mm512_mul_ps(dw, da[t]));
-            acc[r][t] = TWO ? _mm512_add_ps(acc[r][t], prod)
-                            : _mm512_mask_add_ps(acc[r][t], 0x00ff, acc[r][t], prod);
+            const __m512 dd = _mm512_mul_ps(dw, da[t]);
+            acc[r][t] = TWO ? _mm512_fmadd_ps(p, dd, acc[r][t])
+                            : _mm512_mask3_fmadd_ps(p, dd, acc[r][t], 0x00ff);
         }
     }
 }
@@ -656,8 +655,7 @@ enum { QT2_T = 4 };
         _Pragma("GCC unroll 4") for (int q = 0; q < QT2_T; q++)                                   \
         {                                                                                        \
             const __m256 p = IP(wv, at[q][i].qs);                                                \
-            acc[q][SLOT] =                                                                       \
-                _mm256_add_ps(acc[q][SLOT], _mm256_mul_ps(p, _mm256_set1_ps(dw * at[q][i].d)));  \
+            acc[q][SLOT] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * at[q][i].d), acc[q][SLOT]);     \
             if (HAS_MIN)                                                                         \
                 accm[q] = accm[q] + mw * at[q][i].s;                                             \
         }                                                                                        \
