@@ -1,6 +1,7 @@
 /* qdot.c -- scalar reference kernels of qdot.h (the specification) and the table lookup.
  * No intrinsics; the library builds this with -ffp-contract=off, so every a*b+c below is a
- * rounded multiply then a rounded add, except the explicit fmaf() of the f32 path. */
+ * rounded multiply then a rounded add, except the explicit fmaf() calls (the f32 path, and the
+ * block product of the 32-formats' q8 path). */
 #include <math.h>
 
 #include "core/half.h"
@@ -136,7 +137,7 @@ static inline float dot_q8(unpack_fn up, size_t bsize, int has_min, const void *
             int32_t p = 0;
             for (int t = 0; t < 4; t++)
                 p += (int32_t)wq[4 * l + t] * (int32_t)a[i].qs[4 * l + t];
-            acc[i & 1][l] = acc[i & 1][l] + (float)p * dd;
+            acc[i & 1][l] = fmaf((float)p, dd, acc[i & 1][l]);
         }
         if (has_min)
             accm = accm + m * a[i].s;

@@ -22,7 +22,8 @@
  * Q4_1 nibble, Q5_1 5-bit (unsigned, with the f16 min m). d_w = f16 scale of the block.
  *   q8 path: for block b (in order) and lane l = 0..7:
  *       p = sum_{i<4} wq[4l+i] * qs[4l+i]              (int32, exact)
- *       acc[b & 1][l] += (float)p * (d_w * d_a)          (f32 multiply, then add; no FMA)
+ *       acc[b & 1][l] = fmaf((float)p, d_w * d_a, acc[b & 1][l])   (d_w * d_a rounded in f32,
+                                                        then one fused multiply-add)
  *       Q4_1/Q5_1 also: accm += m_w * s_a              (f32, block order)
  *     v[l] = acc[0][l] + acc[1][l]; result = H(v) + accm.
  *   f32 path: w_j as the dequantizer computes it (d*q, or d*q + m, in f32); for block b and

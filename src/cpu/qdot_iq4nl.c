@@ -28,7 +28,7 @@ static float dot_q8(const void *w, const void *act, int64_t k)
             int32_t p = 0;
             for (int t = 0; t < 4; t++)
                 p += (int32_t)wq[4 * l + t] * (int32_t)a[i].qs[4 * l + t];
-            acc[i & 1][l] = acc[i & 1][l] + (float)p * dd;
+            acc[i & 1][l] = fmaf((float)p, dd, acc[i & 1][l]);
         }
     }
     float v[8];
