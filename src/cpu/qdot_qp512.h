@@ -8,7 +8,7 @@
  * step, and the token's tq_q8p pair gives, as memory operands, the int8 activation, the
  * correction c = -128 * (sum of 4 qs) per lane and the d_a pattern:
  *     p = vpdpbusd(c, w + 128, qs)          (lane l's exact int32 p of the reference)
- *     acc += (float)p * (d_w * d_a)         (mul, mul, add: the reference's rounding)
+ *     acc = fma((float)p, d_w * d_a, acc)   (d_w * d_a rounded, then vfmadd: the reference)
  * so a result equals dot_q8's bit for bit (tests/test_qdot.c, tests/test_qdot_iq4nl.c).
  * Against the tq_q8a tile (qt_tile of qdot_avx2.c), per step: no per-token unpacking (load,
  * insert, xor, d_a broadcast and insert) and no per-row correction (vpdpbusd + sub), and the
@@ -29,7 +29,8 @@
  * 640, 1 thread, two rounds, thread CPU ms (load 3-4), R x T = 4x6 / 4x4 / 3x8 / 2x8: Q8_0
  * 29.8-30.3 / 28.3-28.7 / 28.2-29.4 / 28.8-29.6, Q5_0 31.6-32.5 / 31.5-31.9 / 30.3-30.5 /
  * 30.1-30.8 (the tq_q8a tile: Q8_0 29.4-31.8, Q5_0 35.8-37.3): the shape hardly matters; the
- * five vector operations per (row, token, 2 blocks) of the reference's rounding bind. (QP_RR,
+ * vector operations per (row, token, 2 blocks) of the reference's rounding bind (measured with
+ * the mul-then-add spec: five; four since the fma spec). (QP_RR,
  * QP_TT: -D overrides for such a comparison; QP_RR <= 4, QP_TT <= 8.) */
 #ifndef QP_TT
 #define QP_TT 8
@@ -131,10 +132,10 @@ qp_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes,
             const tq_q8p *a = at[t] + j;
             const __m512i p = _mm512_dpbusd_epi32(_mm512_loadu_si512(a->c), u,
                                                   _mm512_loadu_si512(a->qs));
-            const __m512 prod =
-                _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_loadu_ps(a->da)));
-            acc[r][t] = TWO ? _mm512_add_ps(acc[r][t], prod)
-                            : _mm512_mask_add_ps(acc[r][t], 0x00ff, acc[r][t], prod);
+            const __m512 pf = _mm512_cvtepi32_ps(p);
+            const __m512 dd = _mm512_mul_ps(dw, _mm512_loadu_ps(a->da));
+            acc[r][t] = TWO ? _mm512_fmadd_ps(pf, dd, acc[r][t])
+                            : _mm512_mask3_fmadd_ps(pf, dd, acc[r][t], 0x00ff);
         }
     }
 }
