@@ -83,6 +83,7 @@ def main():
                     help="llama.cpp's quantizer (env LLAMA_QUANTIZE; default: on PATH)")
     ap.add_argument("--wiki", default=os.environ.get("WIKI", TEXTS["wiki"]),
                     help="WikiText-2 raw test (env WIKI)")
+    ap.add_argument("--gpl3", default=os.environ.get("GPL3", TEXTS["gpl3"]), help="the GPL-3 text (env GPL3)")
     ap.add_argument("--chunks", type=int, default=32)
     ap.add_argument("--chunks-gemma", type=int, default=None, help="windows for Gemma (default --chunks)")
     ap.add_argument("--threads", type=int, default=2)
@@ -105,6 +106,7 @@ def main():
     dev = ["--cuda"] if a.cuda else []
     os.makedirs(a.out, exist_ok=True)
     TEXTS["wiki"] = a.wiki
+    TEXTS["gpl3"] = a.gpl3
     lq = shutil.which(a.llama_quantize)
     only = set(a.only.split(","))
     nice = ["nice", "-n", "5"]
