@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # quant_prep.sh -- on the dev machine: stage the quality table's GPU visit (bench/cuda/quant_visit.sh)
-# in the checkout the device tool sends (DST, default /work/main; its .git/info/exclude must ignore
-# /.gpu*/): DST/.gpu-q = src.tgz (git archive HEAD of this tree), .deps (as prep_visit.sh), texts/
+# in the checkout the device tool sends (DST, required; its .git/info/exclude must ignore /.gpu*/): DST/.gpu-q = src.tgz (git archive HEAD of this tree), .deps (as prep_visit.sh), texts/
 # (WikiText-2 raw test, GPL-3), lq/ (llama-quantize of LLAMA_BIN with its shared libraries); and
 # DST/.gpu-qp<i> = one ~50 MB part of a model each (SmolLM2: 2 parts, Gemma 3 270M: 5 parts),
 # named <model>.part<k>. Each device call carries one of them (64 MiB a call).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-DST=${DST:-/work/main}
-LLAMA_BIN=${LLAMA_BIN:-/work/llama-build-avx2/bin}
+DST=${DST:?set DST=<the checkout the device tool sends>}
+LLAMA_BIN=${LLAMA_BIN:?set LLAMA_BIN=<a llama.cpp build bin/ with llama-quantize (AVX2 build: the GPU host's CPU)>}
 WIKI=${WIKI:-../shared/assets/corpora/wikitext-2-raw-test.txt}
 s=$DST/.gpu-q
 rm -rf "$s" "$DST"/.gpu-qp*
