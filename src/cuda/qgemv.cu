@@ -617,7 +617,7 @@ template <> struct wide_of<F_Q8_0> { static constexpr int BE = 32, BB = 34, G = 
 template <> struct wide_of<F_Q4_1> { static constexpr int BE = 32, BB = 20, G = 1, NW = 5, K = 4, NST = 4, CH = 32 * K * G * BB; };
 template <> struct wide_of<F_Q4_K> { static constexpr int BE = 256, BB = 144, G = 1, K = 2, NST = 4, CH = 8 * K * BB; };
 constexpr int WW = 8;
-constexpr size_t WIDE_MAX_SMEM = 200 * 1024; // <= the opt-in limit of sm_80 / sm_90 (163 / 227 KB): 160 used
+constexpr size_t WIDE_MAX_SMEM = 200 * 1024; // or the device's opt-in limit if lower (sm_80: 163 KB)
 
 template <int F> __host__ __device__ inline int wide_groups(int nblk)
 {
@@ -835,8 +835,12 @@ cudaError_t launch_wide(const qargs &g, cudaStream_t s, int pdl)
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess)
             e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
+        int optin = 0;
         if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(qgemv_wide_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WIDE_MAX_SMEM);
+            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(qgemv_wide_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)std::min((size_t)optin, WIDE_MAX_SMEM));
         if (e != cudaSuccess)
             return e;
         attr_for = 1;
