@@ -342,7 +342,7 @@ int main(int argc, char **argv)
                    staged == 3 ? "wide" : staged ? "staged" : "direct", worst_ratio);
         }
     }
-    tq_cuda_qgemv_set_staged(1);
+    tq_cuda_qgemv_set_staged(3); /* the default */
     for (int fi = 0; fi < 5; fi++)
         test_dequant(fmts[fi], 37, 1024);
     static const int groups[] = {32, 64, 128};

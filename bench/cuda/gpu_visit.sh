@@ -172,7 +172,7 @@ PY
         grep -m 12 "FAIL\|done\|passed" $w/test_cuda_qgemv.log
         timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_qgemv --quick \
             > $w/qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/qgemv_memcheck.log
-        timeout 200 $B/tests/qgemv_bench --split ${QG_SPLITS:-0} --staged ${QG_STAGED:-1} --csv $w/qgemv_n1.csv > $w/qgemv_n1.md 2>&1; echo "qgemv_bench n1 rc=$?"
+        timeout 200 $B/tests/qgemv_bench --split ${QG_SPLITS:-0} --staged ${QG_STAGED:-3} --csv $w/qgemv_n1.csv > $w/qgemv_n1.md 2>&1; echo "qgemv_bench n1 rc=$?"
         cat $w/qgemv_n1.md
         timeout 200 $B/tests/qgemv_bench --n 8 --reps 20 --csv $w/qgemv_n8.csv > $w/qgemv_n8.md 2>&1
         echo "qgemv_bench n8 rc=$?"; cat $w/qgemv_n8.md

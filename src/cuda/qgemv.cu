@@ -872,7 +872,7 @@ size_t packed_bytes_of(int f, int64_t cols)
 
 // tq_cuda_qgemv_set_staged(0): batch 1 of the ggml formats without the shared-memory staging;
 // 2: Q4_K staged too (A/B, tests). The library reads no environment (the caller's options decide).
-int g_staged = 1;
+int g_staged = 3; // the wide kernel (H200 visit s23: 1.2-1.8x the staged / direct kernels)
 // the wide kernel (g_staged 3): Q8_0 / Q4_0 / Q4_1 / Q4_K, 16-byte aligned rows, the activation
 // and the chunks within 160 KB of shared memory
 bool use_wide(int f, const qargs &g, int nt)
@@ -1332,7 +1332,7 @@ tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, flo
 
 extern "C" void tq_cuda_qgemv_set_staged(int on)
 {
-    g_staged = on == 0 || on == 2 || on == 3 ? on : 1;
+    g_staged = on == 0 || on == 1 || on == 2 ? on : 3;
 }
 
 extern "C" void tq_cuda_qgemv_set_split(int ks)
