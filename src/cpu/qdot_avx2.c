@@ -809,6 +809,11 @@ QT_FORMAT(TQ_GGML_Q4_0, q4_0)
 QT_FORMAT(TQ_GGML_Q4_1, q4_1)
 QT_FORMAT(TQ_GGML_Q5_0, q5_0)
 QT_FORMAT(TQ_GGML_Q5_1, q5_1)
+/* prefill (n >= 16) of the signed formats: the packed-activation tile of qdot_qp512.h */
+#include "cpu/qdot_qp512.h"
+QP_FORMAT(TQ_GGML_Q8_0, q8_0)
+QP_FORMAT(TQ_GGML_Q4_0, q4_0)
+QP_FORMAT(TQ_GGML_Q5_0, q5_0)
 #endif
 /* AVX2: a tile is 1 row x 4 tokens (8 ymm accumulators: acc[token][block & 1]); the block is
  * unpacked (and its scale converted) once for the 4 tokens. Tokens past the last full tile go
@@ -1399,6 +1404,9 @@ static const tq_qdot_kernels vnni_table = {
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
     QDOT_VNNI_FORMATS(TQ_QDOT_ROW)
+    .gemm_q8[TQ_GGML_Q8_0] = gemm_q8_q8_0,
+    .gemm_q8[TQ_GGML_Q4_0] = gemm_q8_q4_0,
+    .gemm_q8[TQ_GGML_Q5_0] = gemm_q8_q5_0,
 };
 
 const tq_qdot_kernels *tq_qdot_avx512_table(void)

@@ -26,6 +26,7 @@ typedef struct tq_iq4nl_kernels {
     tq_qdot_f32_fn dot_f32;
     tq_qmv_q8_fn mv_q8;
     tq_qmv_f32_fn mv_f32;
+    tq_qmv_q8_fn gemm_q8; /* prefill over tq_q8p (qdot.h); NULL = mv_q8 does it */
 } tq_iq4nl_kernels;
 
 /* The tables without a CPU check (qdot_iq4nl.c checks). */

@@ -274,15 +274,18 @@ static void mv_f32(const void *w, size_t row_bytes, int64_t k, const float *x, i
 }
 
 #ifdef QDOT_VNNI
+#include "cpu/qdot_qp512.h"
+QP_FORMAT(TQ_FMT_IQ4_NL, iq4_nl)
 static const tq_iq4nl_kernels table_isa = {"avx512vnni", TQ_ISA_AVX512, dot_q8, dot_f32, mv_q8,
-                                           mv_f32};
+                                           mv_f32, gemm_q8_iq4_nl};
 
 const tq_iq4nl_kernels *tq_iq4nl_avx512_table(void)
 {
     return &table_isa;
 }
 #else
-static const tq_iq4nl_kernels table_isa = {"avx2", TQ_ISA_AVX2, dot_q8, dot_f32, mv_q8, mv_f32};
+static const tq_iq4nl_kernels table_isa = {"avx2", TQ_ISA_AVX2, dot_q8, dot_f32, mv_q8, mv_f32,
+                                           NULL};
 
 const tq_iq4nl_kernels *tq_iq4nl_avx2_table(void)
 {
