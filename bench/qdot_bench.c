@@ -1,7 +1,10 @@
 /* qdot_bench.c -- micro-benchmark of the native block kernels (src/cpu/qdot.h), 1 token.
  *
- *   build/qdot/tests/qdot_bench [-r REPS] [-t THREADS] [-n TOKENS] [-s M,K] ...
+ *   build/qdot/tests/qdot_bench [-r REPS] [-t THREADS] [-n TOKENS] [-s M,K] ... [-f FMT,FMT] [-q 1]
  *
+ * -f: only these formats (e.g. -f Q5_0,Q4_0); -q 1: only the vector tables' q8 paths (and q8p).
+ * Rows "q8p": a table's prefill tile over packed activations (qdot.h gemm_q8 / tq_q8p; the
+ * engine takes it from 16 tokens), timed with the quantizer and the packing.
  * For each shape (default 576x1536 and 4096x14336) and thread count (default 1 and 2), times
  * one product with -n tokens (default 1: a matvec; n > 1: the GEMM tiles of prefill and batched
  * decode; GB/s then counts the weight bytes once) of random weights per format (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K), per ISA table (scalar,
@@ -23,7 +26,7 @@
 #include "cpu/qdot.h"
 #include "turboquant.h"
 
-enum { PATH_Q8, PATH_F32, PATH_BF16 };
+enum { PATH_Q8, PATH_F32, PATH_BF16, PATH_GEMM };
 
 typedef struct job {
     int path;
@@ -36,6 +39,7 @@ typedef struct job {
     const float *x;
     const void *a;
     float *y;
+    void *p; /* tq_q8p pairs of the n tokens (PATH_GEMM) */
 } job;
 
 static void run_job(void *ctx, int ith, int nth)
@@ -45,6 +49,8 @@ static void run_job(void *ctx, int ith, int nth)
     const int64_t r1 = j->m * (ith + 1) / nth;
     if (j->path == PATH_Q8)
         j->K->mv_q8[j->type](j->w, j->rb, j->k, j->a, j->n, j->y, j->m, r0, r1);
+    else if (j->path == PATH_GEMM)
+        j->K->gemm_q8[j->type](j->w, j->rb, j->k, j->p, j->n, j->y, j->m, r0, r1);
     else if (j->path == PATH_F32)
         j->K->mv_f32[j->type](j->w, j->rb, j->k, j->x, j->k, j->n, j->y, j->m, r0, r1);
     else
@@ -71,6 +77,8 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int reps = 9;
+    const char *fmt_only = NULL; /* -f Q5_0,Q4_0: only these formats                     */
+    int q8only = 0;              /* -q 1: only the q8 paths of the vector tables (and q8p) */
     int64_t ntok = 1;
     int threads[4] = {1, 2};
     int n_threads = 2;
@@ -78,7 +86,11 @@ int main(int argc, char **argv)
     int n_shapes = 2;
     int user_shapes = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-n")) {
+        if (!strcmp(argv[i], "-f")) {
+            fmt_only = argv[i + 1];
+        } else if (!strcmp(argv[i], "-q")) {
+            q8only = atoi(argv[i + 1]);
+        } else if (!strcmp(argv[i], "-n")) {
             ntok = atoll(argv[i + 1]);
             if (ntok < 1 || ntok > 4096)
                 ntok = 1;
@@ -97,7 +109,7 @@ int main(int argc, char **argv)
             shapes[user_shapes][1] = k;
             n_shapes = ++user_shapes;
         } else {
-            fprintf(stderr, "usage: qdot_bench [-r REPS] [-t THREADS] [-n TOKENS] [-s M,K]...\n");
+            fprintf(stderr, "usage: qdot_bench [-r REPS] [-t THREADS] [-n TOKENS] [-s M,K]... [-f FMT,FMT] [-q 1]\n");
             return 2;
         }
     }
@@ -124,6 +136,7 @@ int main(int argc, char **argv)
         float *x = malloc(sizeof(float) * k * ntok);
         float *y = malloc(sizeof(float) * m * ntok);
         void *a = malloc(sizeof(tq_q8k) * (k / 32) * ntok); /* room for either activation */
+        void *pk = aligned_alloc(64, (sizeof(tq_q8p) * (size_t)tq_q8p_pairs(k) * ntok + 63) / 64 * 64);
         uint16_t *wb = malloc(sizeof(uint16_t) * m * k);
         if (!x || !y || !a || !wb)
             return 1;
@@ -137,6 +150,8 @@ int main(int argc, char **argv)
                 return 1;
             for (size_t f = 0; f < sizeof(fmts) / sizeof(fmts[0]); f++) {
                 const int t = fmts[f];
+                if (fmt_only && !strstr(fmt_only, tq_ggml_type_name(t)))
+                    continue;
                 const int64_t blk = tq_ggml_block_size(t);
                 if (k % blk)
                     continue;
@@ -156,18 +171,27 @@ int main(int argc, char **argv)
                 }
                 job cfg[MAXCFG];
                 int nc = 0;
-                for (int i = 0; i < n_isa; i++)
-                    for (int p = PATH_Q8; p <= PATH_F32 && isa[i]->mv_q8[t]; p++)
-                        cfg[nc++] = (job){p, isa[i], mm, t, w, rb, m, k, ntok, x, a, y};
-                cfg[nc++] = (job){PATH_BF16, NULL, mm, t, wb, 0, m, k, ntok, x, a, y};
+                for (int i = 0; i < n_isa; i++) {
+                    for (int p = PATH_Q8; p <= PATH_F32 && isa[i]->mv_q8[t] && !q8only; p++)
+                        cfg[nc++] = (job){p, isa[i], mm, t, w, rb, m, k, ntok, x, a, y, pk};
+                    if (q8only && isa[i]->mv_q8[t] && i > 0)
+                        cfg[nc++] = (job){PATH_Q8, isa[i], mm, t, w, rb, m, k, ntok, x, a, y, pk};
+                    if (isa[i]->gemm_q8[t])
+                        cfg[nc++] = (job){PATH_GEMM, isa[i], mm, t, w, rb, m, k, ntok, x, a, y, pk};
+                }
+                cfg[nc++] = (job){PATH_BF16, NULL, mm, t, wb, 0, m, k, ntok, x, a, y, pk};
                 double *ts = malloc(sizeof(double) * reps * nc);
                 double *tc = malloc(sizeof(double) * reps * nc);
                 for (int r = -1; r < reps; r++) { /* round -1 warms up */
                     for (int c = 0; c < nc; c++) {
                         const uint64_t t0 = tq_now_ns();
                         const uint64_t c0 = cpu_ns();
-                        if (cfg[c].path == PATH_Q8)
+                        if (cfg[c].path == PATH_Q8 || cfg[c].path == PATH_GEMM)
                             cfg[c].K->quant[t](x, a, k * ntok);
+                        if (cfg[c].path == PATH_GEMM)
+                            for (int64_t q = 0; q < ntok; q++)
+                                tq_q8p_pack((const tq_q8a *)a + q * (k / 32), k / 32,
+                                            (tq_q8p *)pk + q * tq_q8p_pairs(k));
                         tq_pool_run(pool, run_job, &cfg[c]);
                         const uint64_t c1 = cpu_ns();
                         const uint64_t t1 = tq_now_ns();
@@ -193,7 +217,7 @@ int main(int argc, char **argv)
                     const double bytes = is_bf16 ? 2.0 * m * k : (double)rb * m;
                     char shape[32];
                     snprintf(shape, sizeof(shape), "%lldx%lld", (long long)m, (long long)k);
-                    static const char *act[] = {"q8", "f32", "f32"};
+                    static const char *act[] = {"q8", "f32", "f32", "q8p"};
                     printf("%-11s %3d %-5s %-6s %-4s %10.1f %8.2f %8.2f %10.1f %8.2f %8.2f\n",
                            shape, threads[ti], is_bf16 ? "BF16" : tq_ggml_type_name(t),
                            is_bf16 ? mm->name : cfg[c].K->isa, act[cfg[c].path], med[c],
@@ -209,6 +233,7 @@ int main(int argc, char **argv)
         free(x);
         free(y);
         free(a);
+        free(pk);
         free(wb);
     }
     return 0;

@@ -2,6 +2,8 @@
 tq_test(test_cuda_kv LABELS cuda TIMEOUT 1800)
 tq_test(test_cuda_api LABELS fast)
 tq_test(test_cuda_fwd LABELS cuda model TIMEOUT 600)
+# the evaluators on the GPU (tq ppl / kl / teacher --cuda): f32 weights + f32 cache vs the CPU
+tq_test(test_cuda_eval LABELS cuda model TIMEOUT 600)
 # Diagnostic (issue 16 item 6, not a test): same-scheme drift of the CPU engine under another
 # rounding of the forward (bench/cuda/cpu_drift.c; docs/results.md "Engine on the GPU").
 add_executable(cpu_drift ${PROJECT_SOURCE_DIR}/bench/cuda/cpu_drift.c)

@@ -305,6 +305,38 @@ static void test_matvec(int t, int64_t k)
             }
         }
     }
+    /* the prefill tiles over packed activations (gemm_q8): the dot's bits for any n */
+    const int64_t nb = k / TQ_QK, np = tq_q8p_pairs(k);
+    tq_q8p *pk = tq_qdot_act_block(t) == TQ_QK ? malloc(sizeof(tq_q8p) * np * n) : NULL;
+    for (int64_t tok = 0; pk && tok < n; tok++)
+        tq_q8p_pack((const tq_q8a *)(const void *)(a + tok * ab), nb, pk + tok * np);
+    for (int i = 0; pk && i < isa_count; i++) {
+        if (!isa[i]->gemm_q8[t])
+            continue;
+        static const int64_t gn[] = {1, 2, 5, 6, 7, 11, 12, 13, 16, 17, 19};
+        for (size_t ni = 0; ni < sizeof(gn) / sizeof(gn[0]); ni++) {
+            const int64_t nn = gn[ni], r0 = 3, r1 = m - 1;
+            for (int64_t j = 0; j < ldy * n; j++)
+                y[j] = -777.0f;
+            isa[i]->gemm_q8[t](w, rb, k, pk, nn, y, ldy, r0, r1);
+            int bad = 0, stray = 0;
+            for (int64_t tok = 0; tok < n; tok++) {
+                for (int64_t r = 0; r < ldy; r++) {
+                    const float got = y[tok * ldy + r];
+                    if (tok >= nn || r < r0 || r >= r1) {
+                        stray += got != -777.0f;
+                        continue;
+                    }
+                    const float want = isa[0]->dot_q8[t](w + (size_t)r * rb, a + tok * ab, k);
+                    bad += memcmp(&got, &want, 4) != 0;
+                }
+            }
+            CHECK(bad == 0 && stray == 0, "%s %s k=%lld gemm_q8 n=%lld: %d differ from the dot, "
+                  "%d written outside", isa[i]->isa, name, (long long)k, (long long)nn, bad,
+                  stray);
+        }
+    }
+    free(pk);
     free(w);
     free(x);
     free(a);

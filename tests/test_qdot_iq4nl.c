@@ -88,6 +88,33 @@ static void check_isa(const tq_iq4nl_kernels *ref, const tq_iq4nl_kernels *t)
                 n_checked++;
             }
         }
+        /* the prefill tile over packed activations: the dot's bits for any n (and a planted
+         * one-lane change of the packing must show) */
+        if (t->gemm_q8) {
+            static tq_q8p p[MAXN * (MAXK / 32 + 1) / 2];
+            const int64_t np = tq_q8p_pairs(k);
+            for (int tk = 0; tk < MAXN; tk++)
+                tq_q8p_pack(a + tk * kb, kb, p + tk * np);
+            static const int gn[] = {1, 2, 5, 6, 7, 11, 12, 13};
+            for (size_t ni = 0; ni < sizeof(gn) / sizeof(gn[0]); ni++) {
+                const int n = gn[ni];
+                const int64_t r0 = (int64_t)(tq_rng_u64(&rng) % 5);
+                const int64_t r1 = MAXR - (int64_t)(tq_rng_u64(&rng) % 5);
+                for (int i = 0; i < MAXN * MAXR; i++)
+                    y1[i] = -7.0f;
+                t->gemm_q8(w, rb, k, p, n, y1, MAXR, r0, r1);
+                for (int tk = 0; tk < MAXN; tk++)
+                    for (int r = 0; r < MAXR; r++) {
+                        if (tk >= n || r < r0 || r >= r1) {
+                            bad += y1[tk * MAXR + r] != -7.0f;
+                            continue;
+                        }
+                        const float dd = ref->dot_q8(w + r * rb, a + tk * kb, k);
+                        bad += memcmp(&dd, &y1[tk * MAXR + r], 4) != 0;
+                    }
+                n_checked++;
+            }
+        }
     }
     printf("%-10s vs scalar: %d checks, %d differ\n", t->isa, n_checked, bad);
     CHECK(bad == 0, "%s: %d results differ from the scalar reference", t->isa, bad);

@@ -30,6 +30,8 @@ static void usage(void)
            "                teacher: windows, ctx and tokens come from DUMP; --kv defaults to f32;\n"
            "                -f TEXT (optional) must be the text the dump was made from; KL over\n"
            "                the teacher's top-K tokens + one bucket for the rest\n"
+           "  --cuda        with --teacher-dump: evaluate the candidate on the GPU (--weights f32\n"
+           "                --kv f32: the CPU's f32 forward up to summation order)\n"
            "  --tokenizer T  with --teacher-dump: take the candidate's tokenizer (checked\n"
            "                against the dump's) from T (a .gguf or tokenizer.json), for a\n"
            "                directory without one (an MLX directory written from a GGUF)\n",
@@ -54,6 +56,10 @@ int cmd_kl(int argc, char **argv)
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--cuda")) {
+            e.cuda = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "tq kl: '%s' needs a value (see tq kl --help)\n", a);
             return 2;
@@ -94,6 +100,10 @@ int cmd_kl(int argc, char **argv)
         }
         if (!*lists)
             strcpy(lists, "f32");
+    }
+    if (!dump && e.cuda) {
+        fprintf(stderr, "tq kl: --cuda scores against a teacher dump (--teacher-dump DUMP)\n");
+        return 2;
     }
     if (!dump && (!text || !*lists)) {
         fprintf(stderr, "tq kl: -f TEXT and --kv SCHEMES are required (see tq kl --help)\n");

@@ -4,7 +4,8 @@
 
 static void usage(void)
 {
-    printf("usage: tq ppl [-m MODEL] -f TEXT [--kv S] [--ctx N] [--chunks N] [-t N] [--json F]\n\n"
+    printf("usage: tq ppl [-m MODEL] -f TEXT [--kv S] [--ctx N] [--chunks N] [-t N] [--cuda]\n"
+           "              [--tokenizer T] [--json F]\n\n"
            "Perplexity of TEXT through a KV cache of scheme S, in non-overlapping windows of N\n"
            "tokens (default 512); the loss is taken on the second half of each window, the first\n"
            "token of a window is BOS when the tokenizer adds one (llama.cpp's perplexity).\n\n"
@@ -15,6 +16,11 @@ static void usage(void)
            "  --chunks N    evaluate only the first N windows (default 0 = all)\n"
            "  -t N          threads, 0..256 (default 0 = every core)\n"
            "  --weights W   native (default for quantized GGUF), native-f32, bf16, f16, f32\n"
+           "  --cuda        evaluate on the GPU (tq_cuda_session: bf16 or f32 weights, native\n"
+           "                blocks; --kv f32 = an f32 device cache; --weights f32 --kv f32 is the\n"
+           "                CPU's f32 forward up to summation order)\n"
+           "  --tokenizer T take the tokenizer of T (a GGUF or HF directory) instead of MODEL's\n"
+           "                (an MLX directory written from a GGUF has none)\n"
            "  --json F      also write the result as JSON to F ('-' = stdout)\n",
            EVAL_DEFAULT_MODEL, tq_kv_schemes_help());
 }
@@ -29,6 +35,10 @@ int cmd_ppl(int argc, char **argv)
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--cuda")) {
+            e.cuda = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "tq ppl: '%s' needs a value (see tq ppl --help)\n", a);
             return 2;
@@ -38,6 +48,8 @@ int cmd_ppl(int argc, char **argv)
             return 2;
         if (!r && !strcmp(a, "--kv"))
             kvs = v;
+        else if (!r && !strcmp(a, "--tokenizer"))
+            e.tokenizer = v;
         else if (!r) {
             fprintf(stderr, "tq ppl: unknown flag '%s' (see tq ppl --help)\n", a);
             return 2;
@@ -69,7 +81,7 @@ int cmd_ppl(int argc, char **argv)
             (long long)(n / ctx), ctx, kvs);
     eval_prog p = {cmd, eval_now()};
     tq_ppl_result r;
-    st = tq_eval_ppl(m, tokens, n, bos, kv, (int)ctx, chunks, eval_progress, &p, &r);
+    st = tq_eval_ppl_dev(m, tokens, n, bos, kv, (int)ctx, chunks, e.cuda, eval_progress, &p, &r);
     if (st) {
         rc = cli_error(cmd, st, "evaluation failed");
     } else {
@@ -84,9 +96,9 @@ int cmd_ppl(int argc, char **argv)
         if (f) {
             fprintf(f, "{\"model\": \"%s\", \"text\": \"%s\", \"kv\": \"%s\", \"ctx\": %ld, "
                        "\"windows\": %lld, \"scored\": %lld, \"nll\": %.6f, \"ppl\": %.6f, "
-                       "\"seconds\": %.2f}\n",
+                       "\"seconds\": %.2f, \"device\": \"%s\"}\n",
                     model, text, nm, ctx, (long long)r.n_windows, (long long)r.n_scored, r.nll,
-                    r.ppl, r.seconds);
+                    r.ppl, r.seconds, e.cuda ? "cuda" : "cpu");
             rc = eval_json_close(cmd, f, json, tmp);
         }
     }

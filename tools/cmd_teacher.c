@@ -20,7 +20,9 @@ static void usage(void)
            "  --top-k K     logits kept per position, 1..vocabulary (default 2048)\n"
            "  --kv S        the teacher's KV cache (default f32)\n"
            "  --weights W   f32 (default for a teacher), bf16, f16, native, native-f32\n"
-           "  -t N          threads, 0..256 (default 0 = every core)\n",
+           "  -t N          threads, 0..256 (default 0 = every core)\n"
+           "  --cuda        evaluate on the GPU (f32 weights: cuBLAS fp32, no TF32; --kv f32: an\n"
+           "                f32 device cache); the dump is the same format\n",
            EVAL_DEFAULT_MODEL);
 }
 
@@ -37,6 +39,10 @@ int cmd_teacher(int argc, char **argv)
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--cuda")) {
+            e.cuda = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "tq teacher: '%s' needs a value (see tq teacher --help)\n", a);
             return 2;
@@ -88,6 +94,7 @@ int cmd_teacher(int argc, char **argv)
     o.ctx = (int)e.ctx;
     o.max_windows = nw;
     o.top_k = (int)top_k;
+    o.cuda = e.cuda;
     fprintf(stderr, "tq teacher: %s: %lld tokens; %lld windows of %ld; kv %s; top-%ld\n", e.text,
             (long long)n, (long long)nw, e.ctx, kvs, top_k);
     eval_prog p = {cmd, eval_now()};
@@ -139,8 +146,8 @@ int teacher_kl(const char *cmd, const eval_args *e, const char *dump, const tq_k
         return 2;
     }
     eval_prog p = {cmd, eval_now()};
-    const tq_status st = tq_eval_kl_teacher(m, dump, text_hash, tok_fp, sch, ns, eval_progress, &p,
-                                            r, &in);
+    const tq_status st = tq_eval_kl_teacher_dev(m, dump, text_hash, tok_fp, sch, ns, e->cuda,
+                                                eval_progress, &p, r, &in);
     const double secs = eval_now() - p.t0;
     if (st) {
         rc = cli_error(cmd, st, "scoring '%s' against the teacher dump '%s'", e->model, dump);

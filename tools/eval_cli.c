@@ -121,11 +121,12 @@ int eval_open_ex(const char *cmd, const eval_args *e, tq_model **m, int32_t **to
         free(buf);
         return cli_error(cmd, st, "cannot load model '%s'", model);
     }
-    if ((st = tq_tokenizer_load(model, &tok))) {
+    const char *tkp = e->tokenizer ? e->tokenizer : model;
+    if ((st = tq_tokenizer_load(tkp, &tok))) {
         free(buf);
         tq_model_free(*m);
         *m = NULL;
-        return cli_error(cmd, st, "cannot load the tokenizer of '%s'", model);
+        return cli_error(cmd, st, "cannot load the tokenizer of '%s'", tkp);
     }
     const int64_t cap = tq_tokenizer_encode_bound((size_t)len);
     *tokens = malloc((size_t)cap * sizeof(int32_t));

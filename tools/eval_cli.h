@@ -13,8 +13,11 @@
 typedef struct eval_args {
     const char *model, *text, *json;
     long ctx, chunks, threads;
-    const char *tokenizer; /* kl --teacher-dump: the candidate's tokenizer when its directory
-                            * has none (an MLX directory written from a GGUF); NULL = -m's */
+    int cuda;              /* --cuda (no value; each command takes it before eval_flag): the
+                            * evaluation through a GPU session (tq_cuda_session)             */
+    const char *tokenizer; /* kl --teacher-dump, ppl: the candidate's tokenizer when its
+                            * directory has none (an MLX directory written from a GGUF); NULL =
+                            * -m's */
 } eval_args;
 
 /* eval_flag() -- take flag a with value v if it is a common one: 1 taken, 0 not a common flag,

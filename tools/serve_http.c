@@ -1027,7 +1027,7 @@ static void addf(char *t, size_t cap, int *n, const char *fmt, ...)
 
 static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
 {
-    const size_t cap = 4096 + 192 * ((size_t)s->n_slots + 1);
+    const size_t cap = 6144 + 192 * ((size_t)s->n_slots + 1);
     char *t = malloc(cap);
     if (!t)
         return send_error(mc, s, 500, NULL, NULL, "out of memory");
@@ -1081,6 +1081,21 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
     /* decode-only steps by batch size: their mean time gives the batch scaling directly */
     if (n < 0 || (size_t)n >= cap)
         n = (int)cap - 1;
+    /* where the scheduler thread's time goes: forward passes (those with a prompt chunk apart),
+     * its own work around them, and waiting for requests; the rest of the wall time it spent
+     * waiting for mu or descheduled */
+    addf(t, cap, &n,
+         "# HELP tq_forward_seconds_total Seconds in forward passes.\n"
+         "# TYPE tq_forward_seconds_total counter\ntq_forward_seconds_total %.6f\n"
+         "# HELP tq_forward_prompt_seconds_total Seconds in forward passes with a prompt chunk.\n"
+         "# TYPE tq_forward_prompt_seconds_total counter\ntq_forward_prompt_seconds_total %.6f\n"
+         "# HELP tq_scheduler_work_seconds_total Seconds of the scheduler's work around the "
+         "passes (admission, sampling, detokenizing, publishing).\n"
+         "# TYPE tq_scheduler_work_seconds_total counter\ntq_scheduler_work_seconds_total %.6f\n"
+         "# HELP tq_scheduler_idle_seconds_total Seconds the scheduler waited with no request.\n"
+         "# TYPE tq_scheduler_idle_seconds_total counter\ntq_scheduler_idle_seconds_total %.6f\n",
+         s->m_fwd_s, s->m_prompt_s, s->m_work_s,
+         s->m_idle_s + (s->idle_since > 0 ? srv_now() - s->idle_since : 0.0));
     addf(t, cap, &n, "# HELP tq_decode_steps_total Forward passes with no prompt chunk, by the "
                      "number of sequences decoded together.\n"
                      "# TYPE tq_decode_steps_total counter\n");

@@ -335,6 +335,7 @@ static void step(srv *s)
     srv_slot **who = s->b_slot;
     int k = 0, n_prefill = 0;
     int64_t budget = s->o.chunk; /* prompt tokens left for this step */
+    const double t_in = srv_now();
     for (int i = 0; i < s->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         if (!sl->req || sl->fin)
@@ -359,11 +360,14 @@ static void step(srv *s)
         ss[k] = sl->sess;
         who[k++] = sl;
     }
-    if (!k)
+    if (!k) {
+        s->b_work = srv_now() - t_in;
         return;
+    }
     const double t0 = srv_now();
     tq_status st = tq_batch_eval(ss, tk, nn, k, s->b_logits);
-    s->b_secs = srv_now() - t0;
+    const double t1 = srv_now();
+    s->b_secs = t1 - t0;
     s->b_prompts = n_prefill;
     s->b_rows = k;
     for (int j = 0; j < k; j++) {
@@ -385,6 +389,7 @@ static void step(srv *s)
         if (sl->fin && sl->fin != SRV_FIN_ERROR)
             snapshot(s, sl);
     }
+    s->b_work = (t0 - t_in) + (srv_now() - t1);
 }
 
 /* ---- publishing (mu held) ----------------------------------------------------------------- */
@@ -397,6 +402,9 @@ static void publish_locked(srv *s)
         s->m_step_seqs += (uint64_t)s->b_rows;
         s->m_prompt_chunks += (uint64_t)s->b_prompts;
         s->m_multi_prompt += s->b_prompts > 1;
+        s->m_fwd_s += s->b_secs;
+        if (s->b_prompts)
+            s->m_prompt_s += s->b_secs;
         if (!s->b_prompts && s->b_rows <= s->n_slots) {
             s->m_dsteps[s->b_rows]++;
             s->m_dstep_s[s->b_rows] += s->b_secs;
@@ -519,6 +527,7 @@ static void *sched_main(void *arg)
 {
     srv *s = arg;
     pthread_mutex_lock(&s->mu);
+    double t_lock = srv_now(); /* start of the scheduler's work under mu */
     while (!s->quit) {
         admit_locked(s);
         int active = 0;
@@ -536,12 +545,22 @@ static void *sched_main(void *arg)
             }
         }
         if (!active) {
+            const double t_wait = srv_now();
+            s->m_work_s += t_wait - t_lock;
+            s->idle_since = t_wait;
             pthread_cond_wait(&s->wake, &s->mu);
+            t_lock = srv_now();
+            s->m_idle_s += t_lock - t_wait;
+            s->idle_since = 0;
             continue;
         }
+        s->m_work_s += srv_now() - t_lock;
         pthread_mutex_unlock(&s->mu);
+        s->b_work = 0;
         step(s);
         pthread_mutex_lock(&s->mu);
+        t_lock = srv_now();
+        s->m_work_s += s->b_work;
         publish_locked(s);
     }
     for (int i = 0; i < s->n_slots; i++) {

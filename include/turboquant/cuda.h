@@ -147,7 +147,12 @@ TQ_API size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads);
  * decode linears are fused GEMV kernels, prefill linears cuBLAS GEMMs (bf16 in, fp32
  * accumulate; native: the quantized GEMV over the chunk's tokens); activations are fp32; each layer's K/V live in a tq_cuda_kv of the chosen scheme
  * (append + fused attention above; a turbo cache keeps sliding-window layers in bf16, as on the
- * CPU). Refused with TQ_E_UNSUPPORTED, by name: dense F32/F16 weights, and a
+ * CPU). Dense F32 weights (the evaluation path: tq ppl / kl / teacher --cuda --weights f32) stay
+ * f32 on the device: every product a cuBLAS GEMM with f32 inputs and CUBLAS_COMPUTE_32F_PEDANTIC
+ * (fp32 arithmetic, no TF32), decode included. Scheme f32 (TQ_KV_F32) is a plain f32 cache with
+ * an fp32 causal attention kernel (prefill in chunks of up to 512 tokens; n_ctx limited by the
+ * shared memory per block, ~57k tokens on an H200). Refused with TQ_E_UNSUPPORTED, by name:
+ * dense F16 weights, and a
  * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
  * whole context, which equals the window only while n_ctx <= window). Batch 1; prefill runs in
  * chunks of up to 64 / group tokens. The model must outlive the session only during
@@ -167,6 +172,18 @@ TQ_API void tq_cuda_session_free(tq_cuda_session *s);
  * Errors: TQ_E_ARG (token outside [0, vocab)), TQ_E_OVERFLOW (past n_ctx; nothing appended). */
 TQ_API tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n,
                                       float *logits_last);
+/* tq_cuda_session_eval_rows() -- append n >= 1 tokens as tq_cuda_session_eval() and return
+ * results for the rows of tokens first .. n-1 (0 <= first < n; row r = token first + r; rows before
+ * `first` are computed without the output layer): logits (may be NULL) = their logits,
+ * (n - first) x vocab floats on the host; lse (may be NULL) = each row's log-sum-exp in double
+ * (max, then the sum of exp(x - max) in double, on the device); argmax (may be NULL) = the first
+ * index of each row's largest logit; picked (may be NULL) = picked[r * k + j] = row r's logit of
+ * token ids[r * k + j] (k ids per row; ids outside the vocabulary give 0). The evaluators' path
+ * (tq ppl / kl / teacher --cuda): one window, one or two forward calls, only what the host needs
+ * crosses the bus. Errors as tq_cuda_session_eval(); TQ_E_ARG on bad first / k. */
+TQ_API tq_status tq_cuda_session_eval_rows(tq_cuda_session *s, const int32_t *tokens, int64_t n,
+                                           int64_t first, float *logits, const int32_t *ids, int k,
+                                           float *picked, double *lse, int32_t *argmax);
 /* tq_cuda_session_n_past() -- tokens in the cache; tq_cuda_session_reset() -- empty it. */
 TQ_API int64_t tq_cuda_session_n_past(const tq_cuda_session *s);
 TQ_API void tq_cuda_session_reset(tq_cuda_session *s);

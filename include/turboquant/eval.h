@@ -31,6 +31,14 @@ TQ_API tq_status tq_eval_ppl(tq_model *model, const int32_t *tokens, int64_t n_t
                              int32_t bos, tq_kv_scheme kv, int ctx, int64_t max_windows,
                              tq_eval_progress_fn progress, void *user, tq_ppl_result *out);
 
+/* tq_eval_ppl_dev() -- tq_eval_ppl() on the CPU (cuda 0) or through a GPU session (cuda 1:
+ * tq_cuda_session_create(model, kv, ctx); each window one prefill, each scored row's log-sum-exp
+ * and next-token logit computed on the device). Same windows, positions and result. */
+TQ_API tq_status tq_eval_ppl_dev(tq_model *model, const int32_t *tokens, int64_t n_tokens,
+                                 int32_t bos, tq_kv_scheme kv, int ctx, int64_t max_windows,
+                                 int cuda, tq_eval_progress_fn progress, void *user,
+                                 tq_ppl_result *out);
+
 /* Statistics of KL(teacher || student) over every scored position. */
 typedef struct tq_kl_stats {
     double mean, median, p95, p99, max; /* nats                                            */
@@ -66,6 +74,7 @@ typedef struct tq_teacher_opts {
     tq_kv_scheme kv;      /* the teacher's KV cache (default f32)                           */
     uint64_t text_hash;   /* tq_text_hash() of the text the tokens came from (stored)       */
     uint64_t tokenizer_fp;/* tq_tokenizer_fingerprint() of the tokenizer that made them     */
+    int cuda;             /* 1: evaluate through a GPU session (tq_cuda_session; default 0) */
 } tq_teacher_opts;
 
 TQ_API void tq_teacher_opts_default(tq_teacher_opts *o);
@@ -116,6 +125,14 @@ TQ_API tq_status tq_eval_kl_teacher(tq_model *model, const char *path, uint64_t 
                                     uint64_t tokenizer_fp, const tq_kv_scheme *students,
                                     int n_students, tq_eval_progress_fn progress, void *user,
                                     tq_kl_stats *out, tq_teacher_info *info);
+
+/* tq_eval_kl_teacher_dev() -- tq_eval_kl_teacher() on the CPU (cuda 0) or through one GPU
+ * session per scheme (cuda 1: each row's log-sum-exp, argmax and the logits of the teacher's
+ * top-K ids and the next token computed on the device). Same positions and statistics. */
+TQ_API tq_status tq_eval_kl_teacher_dev(tq_model *model, const char *path, uint64_t text_hash,
+                                        uint64_t tokenizer_fp, const tq_kv_scheme *students,
+                                        int n_students, int cuda, tq_eval_progress_fn progress,
+                                        void *user, tq_kl_stats *out, tq_teacher_info *info);
 
 /* ---- KV cache snapshots (docs/FORMAT.md "KV cache snapshot") ------------------------------- */
 

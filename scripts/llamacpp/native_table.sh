@@ -18,7 +18,9 @@
 #  quality KL(f32 weights dequantized at load || native, q8 activations) and (|| native-f32),
 #          KV cache f32 on both sides, CHUNKS (8) windows of 512 tokens of wikitext-2
 #          (tq teacher + tq kl --teacher-dump); deterministic.
-# MODELS (comma list) replaces the four files. Duration on the 2-vCPU dev box: speed about
+# MODELS (comma list) replaces the four files. ISA=avx2: tq runs its AVX2 kernels (TQ_CPU=avx2)
+# against an AVX2-only llama.cpp, whose libllama folder LLAMA_LIB must name (e.g. a build with
+# GGML_NATIVE=OFF GGML_AVX2=ON and no AVX-512); the machine line then says "isa avx2 (forced)". Duration on the 2-vCPU dev box: speed about
 # 40-50 s per model x thread count at RUNS=3 (~7 min for the default 4 x 2, estimated), rss
 # 45 s, quality 14 min at CHUNKS=8 on a loaded box (2026-12-03; the f32 teacher and the slow
 # native-f32 path dominate; ~4 min per model): the quiet phase wants PARTS="speed rss".
@@ -35,6 +37,13 @@ OUT=${OUT:-build/native_table}
 TEXT=${TEXT:-../shared/assets/corpora/wikitext-2-raw-test.txt}
 Q41=models/SmolLM2-135M-Instruct.Q4_1.gguf
 GEMMA=models/gemma-3-270m-q4_k_m.gguf
+case "${ISA:-}" in
+    "") ;;
+    avx2)
+        [ -n "${LLAMA_LIB:-}" ] || { echo "native_table.sh: ISA=avx2 needs LLAMA_LIB=DIR (an AVX2-only libllama build)"; exit 2; }
+        export TQ_CPU=avx2 ;;
+    *) echo "native_table.sh: ISA=$ISA: only avx2 (or unset: the best this CPU has)"; exit 2 ;;
+esac
 [ -x "$TQ" ] || { echo "native_table.sh: no tq binary at $TQ (build it, or TQ=PATH)"; exit 2; }
 [ -f "$TEXT" ] || { echo "native_table.sh: no text $TEXT (TEXT=FILE)"; exit 2; }
 mkdir -p "$OUT"
@@ -46,7 +55,7 @@ done
 MODELS=${MODELS:-$Q41,$GEMMA,$OUT/SmolLM2-135M-Instruct.tq-Q4_0.gguf,$OUT/SmolLM2-135M-Instruct.tq-Q8_0.gguf}
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
     "load $(cut -d' ' -f1-3 /proc/loadavg); $(grep -o -w 'avx512_vnni\|avx512f\|avx2\|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "== tq: $TQ ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), parts: $PARTS"
+echo "== tq: $TQ ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), parts: $PARTS, isa ${ISA:-best}${ISA:+ (forced; llama.cpp from $LLAMA_LIB)}"
 TIMES=""
 case " $PARTS " in *" speed "*)
     t=$(date +%s)

@@ -15,7 +15,12 @@ For each model (default: SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from
   as its file defines them, dequantized to f32 at load (no int8-activation error), f32 KV.
 Columns: bits per weight (file bytes * 8 / parameters of the F32 model), file size, KL mean /
 p99 against the teacher, top-1, perplexity on the scored positions (second half of each window)
-per text. Texts: WikiText-2 raw test (../shared/assets/corpora/wikitext-2-raw-test.txt) and the
+per text, and (--full-ppl, the default with --cuda) the perplexity over the WHOLE text (`tq ppl
+--chunks 0 --weights f32 --kv f32`: every window of 512, loss on each second half).
+--cuda: every evaluation (teacher dumps, tq kl, tq ppl) on the GPU (`--cuda`: f32 weights as
+cuBLAS fp32-pedantic GEMMs, no TF32, an f32 device cache: the CPU's numbers up to f32 summation
+order, tests/test_cuda_eval.c); the files are still made on the CPU (--jobs N in parallel, and
+the GPU shared by the N jobs). Texts: WikiText-2 raw test (../shared/assets/corpora/wikitext-2-raw-test.txt) and the
 GPL-3 (/usr/share/common-licenses/GPL-3). Prints markdown; --json keeps the numbers.
 
     python3 scripts/quant/quality_table.py [--tq build/release/tq] [--chunks 32] [--out out/qt]
@@ -78,6 +83,7 @@ def main():
                     help="llama.cpp's quantizer (env LLAMA_QUANTIZE; default: on PATH)")
     ap.add_argument("--wiki", default=os.environ.get("WIKI", TEXTS["wiki"]),
                     help="WikiText-2 raw test (env WIKI)")
+    ap.add_argument("--gpl3", default=os.environ.get("GPL3", TEXTS["gpl3"]), help="the GPL-3 text (env GPL3)")
     ap.add_argument("--chunks", type=int, default=32)
     ap.add_argument("--chunks-gemma", type=int, default=None, help="windows for Gemma (default --chunks)")
     ap.add_argument("--threads", type=int, default=2)
@@ -92,9 +98,15 @@ def main():
     ap.add_argument("--bits", default="8,6,4,3,2", help="affine bits")
     ap.add_argument("--rot", default="0,1", help="without (0) / with (1) --rotate for tq rows")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--cuda", action="store_true", help="evaluate on the GPU (tq ... --cuda)")
+    ap.add_argument("--full-ppl", type=int, default=None,
+                    help="1: a whole-text ppl column per text (default: 1 with --cuda, else 0)")
     a = ap.parse_args()
+    full_ppl = a.full_ppl if a.full_ppl is not None else int(a.cuda)
+    dev = ["--cuda"] if a.cuda else []
     os.makedirs(a.out, exist_ok=True)
     TEXTS["wiki"] = a.wiki
+    TEXTS["gpl3"] = a.gpl3
     lq = shutil.which(a.llama_quantize)
     only = set(a.only.split(","))
     nice = ["nice", "-n", "5"]
@@ -124,7 +136,7 @@ def main():
             if not os.path.exists(dump):
                 futs.append(pool.submit(run, nice + [a.tq, "teacher", "-m", f32, "-f", TEXTS[tk], "--ctx", "512",
                                                      "--chunks", str(chunks), "--weights", "f32", "-t",
-                                                     str(threads), "-o", dump], dump + ".log"))
+                                                     str(threads), "-o", dump] + dev, dump + ".log"))
     if not all(f.result() for f in futs):
         return 1
     rows = []  # (model name, label, group, path, make command, dumps, f32, n_params)
@@ -165,7 +177,7 @@ def main():
 
     def measure(row):
         name, label, grp, p, cmd, dumps, chunks, f32, n_params = row
-        if not os.path.exists(p) and not run(nice + cmd, p + ".make.log"):
+        if not os.path.exists(p) and (cmd is None or not run(nice + cmd, p + ".make.log")):
             return None
         r_ = {"model": name, "candidate": label, "group": grp, "path": p, "bytes": size_of(p),
               "bpw": size_of(p) * 8.0 / n_params, "texts": {}}
@@ -173,7 +185,7 @@ def main():
             j = p + f".{tk}_{chunks}.json"
             if not os.path.exists(j) and not run(
                     nice + [a.tq, "kl", "--teacher-dump", dump, "-m", p, "--weights", "f32", "-t",
-                            str(threads), "--json", j]
+                            str(threads), "--json", j] + dev
                     + (["--tokenizer", f32] if grp == "affine" else []), j + ".log"):
                 continue
             r = json.load(open(j))
@@ -181,11 +193,26 @@ def main():
             r_["texts"][tk] = {"kl_mean": s["kl_mean"], "kl_p99": s["kl_p99"], "top1": s["top1"],
                                "ppl": s["ppl"], "teacher_ppl": r["teacher"]["ppl"],
                                "positions": r["positions"], "windows": r["windows"]}
+            if full_ppl:
+                fj = p + f".{tk}_full_ppl.json"
+                if os.path.exists(fj) or run(
+                        nice + [a.tq, "ppl", "-m", p, "-f", TEXTS[tk], "--ctx", "512", "--chunks", "0",
+                                "--weights", "f32", "--kv", "f32", "-t", str(threads), "--json", fj] + dev
+                        + (["--tokenizer", f32] if grp == "affine" else []), fj + ".log"):
+                    f_ = json.load(open(fj))
+                    r_["texts"][tk].update({"ppl_full": f_["ppl"], "full_windows": f_["windows"],
+                                            "full_scored": f_["scored"]})
         return r_
 
     lock = threading.Lock()
     t0 = time.time()
     state = {"done": 0, "fresh": 0, "fresh_s": 0.0}
+
+    # the teacher's own whole-text ppl (one row per model, measured with the candidates)
+    if full_ppl:
+        for mk, name, d, f32, n_params, dumps, chunks, hf_ok in models:
+            rows.insert(0, (name, "teacher (source dequantized to f32)", "teacher", f32, None, dumps, chunks, f32,
+                            n_params))
 
     def timed(row):
         fresh = not all(os.path.exists(row[3] + f".{tk}_{row[6]}.json") for tk in row[5])
@@ -226,16 +253,24 @@ def print_table(results, texts, partial=False):
             t0 = next(iter(r["texts"].values()), None)
             out.write(f"\n**{model}** (teacher: source GGUF dequantized to f32; "
                       + ", ".join(f"{tk}: {v['windows']} x 512 windows, {v['positions']} scored positions, "
-                                  f"teacher ppl {v['teacher_ppl']:.3f}" for tk, v in r["texts"].items())
+                                  f"teacher ppl {v['teacher_ppl']:.3f}"
+                                  + (f"; whole text {v['full_windows']} windows, {v['full_scored']} positions"
+                                     if "full_windows" in v else "") for tk, v in r["texts"].items())
                       + ")\n\n")
+            full = any("ppl_full" in v for x in results for v in x["texts"].values())
+            nc = 5 if full else 4
             hdr = "| candidate | bpw | MiB |" + "".join(
-                f" KL {tk} | p99 {tk} | top-1 {tk} | ppl {tk} |" for tk in texts)
-            out.write(hdr + "\n|" + "---|" * (3 + 4 * len(texts)) + "\n")
+                f" KL {tk} | p99 {tk} | top-1 {tk} | ppl {tk} |" + (f" ppl {tk} whole |" if full else "")
+                for tk in texts)
+            out.write(hdr + "\n|" + "---|" * (3 + nc * len(texts)) + "\n")
         cells = [r["candidate"], f"{r['bpw']:.2f}", f"{r['bytes'] / 1048576:.1f}"]
         for tk in texts:
             v = r["texts"].get(tk)
-            cells += [f"{v['kl_mean']:.4f}", f"{v['kl_p99']:.3f}", f"{v['top1']:.3f}", f"{v['ppl']:.3f}"] if v \
+            c = [f"{v['kl_mean']:.4f}", f"{v['kl_p99']:.3f}", f"{v['top1']:.3f}", f"{v['ppl']:.3f}"] if v \
                 else ["-"] * 4
+            if full:
+                c.append(f"{v['ppl_full']:.3f}" if v and "ppl_full" in v else "-")
+            cells += c
         out.write("| " + " | ".join(cells) + " |\n")
 
 

@@ -218,6 +218,29 @@ def tq_metrics(port):
     return out
 
 
+SPLIT = (("decode", "decode-only passes"), ("prompt", "passes with a prompt chunk"),
+         ("work", "scheduler work (sampling, detokenizing, publishing)"),
+         ("idle", "scheduler idle (no request in a slot)"),
+         ("other", "the rest (waiting for the lock, descheduled)"))
+
+
+def sched_split(m0, m1, wall):
+    """where tq's scheduler thread spent one level's wall time, in seconds, from two /metrics
+    snapshots (taken just before and after the level, so the idle share includes the clients'
+    start and end)"""
+    def d(name):
+        return m1.get((name, None), 0.0) - m0.get((name, None), 0.0)
+    fwd, prompt = d("tq_forward_seconds_total"), d("tq_forward_prompt_seconds_total")
+    out = {"decode": fwd - prompt, "prompt": prompt, "work": d("tq_scheduler_work_seconds_total"),
+           "idle": d("tq_scheduler_idle_seconds_total")}
+    out["other"] = wall - sum(out.values())
+    out["prompt_tokens"] = d("tq_prompt_tokens_total")
+    out["cached_tokens"] = d("tq_prompt_tokens_cached_total")
+    out["passes"] = d("tq_forward_passes_total")
+    out["prompt_passes"] = d("tq_forward_prompt_chunks_total")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -296,8 +319,11 @@ def main():
                 break
             for n in args.streams:
                 for sv in servers:  # interleaved: the servers take turns level by level
+                    m0 = tq_metrics(sv["port"]) if sv["name"] == "tq" else None
                     r = run_level(sv["port"], "tq-model", n, args.requests, args.max_tokens,
                                   args.timeout, sv["ref"], deadline)
+                    if m0 is not None:
+                        r["sched"] = sched_split(m0, tq_metrics(sv["port"]), r["wall_s"])
                     if r["requests"] < n * args.requests:
                         partial = True
                     r["server"], r["round"] = sv["name"], rd
@@ -351,6 +377,25 @@ def main():
             print("%d streams: tq/llama.cpp aggregate tok/s %.2f, p99 latency %.2f, TTFT p99 %.2f"
                   % (n, a["tok_s"] / b["tok_s"], a["p99_s"] / b["p99_s"],
                      a["ttft_p99_s"] / b["ttft_p99_s"] if b["ttft_p99_s"] > 0 else float("nan")))
+    if any("sched" in r for r in rows):
+        print("\ntq: where the scheduler thread's wall time went per level (medians over rounds; "
+              "%s):\n" % "; ".join("%s = %s" % kv for kv in SPLIT))
+        print("| streams | wall s | " + " | ".join("%s s (%%)" % k for k, _ in SPLIT) +
+              " | passes | prompt tokens (cached) |")
+        print("|---|---|" + "---|" * len(SPLIT) + "---|---|")
+        for n in args.streams:
+            rs = [r for r in rows if r["server"] == "tq" and r["streams"] == n and "sched" in r]
+            if not rs:
+                continue
+            w = med([r["wall_s"] for r in rs])
+            cells = []
+            for k, _ in SPLIT:
+                v = med([r["sched"][k] for r in rs])
+                cells.append("%.3f (%.0f%%)" % (v, 100 * v / w if w else 0))
+            print("| %d | %.2f | %s | %.0f | %.0f (%.0f) |" % (
+                n, w, " | ".join(cells), med([r["sched"]["passes"] for r in rs]),
+                med([r["sched"]["prompt_tokens"] for r in rs]),
+                med([r["sched"]["cached_tokens"] for r in rs])))
     errs = sum(r["errors"] for r in rows)
     print("errors in all: %d; answers that differ from the same prompt answered alone: %s" %
           (errs, ", ".join("%s %d" % (sv["name"], sum(r["differ"] for r in rows

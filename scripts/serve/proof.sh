@@ -8,12 +8,16 @@
 # same prompt answered alone), the 8-stream/1-stream ratio (target >= 3x for tq), tq/llama.cpp
 # ratios per level and tq's own decode-only step times by batch size (/metrics). About 4-6 min.
 #
-#   bash scripts/serve/proof.sh            # from the repository root; writes
-#                                          # bench/results/serve_load_<date>_quiet.{txt,json}
+#   bash scripts/serve/proof.sh [OUT]      # from the repository root; writes OUT.{txt,json}
+#                                          # (default bench/results/serve_load_<date>_<HHMM>_quiet,
+#                                          # a new name: it never overwrites a file; an existing
+#                                          # OUT.txt or OUT.json is refused)
 # Settings (environment): TQ (default build/release/tq), LLAMA_SERVER (default
 # ../llama-build/bin/llama-server next to the repository), MODEL, THREADS (2), ROUNDS (5),
-# REQUESTS (4), MAX_TOKENS (64), STREAMS (1,2,4,8), LLAMA_EXTRA (-nr, see below), OUT,
-# MAX_SECONDS (540: no round starts that would end past it; the output says how many ran).
+# REQUESTS (4), MAX_TOKENS (64), STREAMS (1,2,4,8), LLAMA_EXTRA (-nr, see below), OUT (the
+# first argument wins), MAX_SECONDS (540: no round starts that would end past it; the output
+# says how many ran). The table also splits tq's scheduler time per level (decode-only passes,
+# passes with a prompt chunk, its own work, idle; from /metrics before and after each level).
 #
 # llama-server gets --no-repack (-nr): on this machine's CPU, which reports AMX, a GGML_NATIVE
 # build compiles ggml-cpu's AMX kernels and they fault (SIGILL at tilezero) on the first batch;
@@ -33,7 +37,10 @@ REQUESTS=${REQUESTS:-4}
 MAX_TOKENS=${MAX_TOKENS:-64}
 STREAMS=${STREAMS:-1,2,4,8}
 LLAMA_EXTRA=${LLAMA_EXTRA--nr}
-OUT=${OUT:-bench/results/serve_load_$(date -u +%F)_quiet}
+OUT=${1:-${OUT:-bench/results/serve_load_$(date -u +%F_%H%M)_quiet}}
+for f in "$OUT.txt" "$OUT.json"; do
+    [ ! -e "$f" ] || { echo "proof.sh: $f exists; give another OUT (first argument)" >&2; exit 1; }
+done
 for f in "$TQ" "$LLAMA_SERVER"; do
     [ -x "$f" ] || { echo "proof.sh: $f not found (tq: cmake --preset release && cmake --build --preset release -j2 --target tq)" >&2; exit 1; }
 done

@@ -90,6 +90,8 @@ typedef struct tq_format_kernels {
     tq_qmv_q8_fn mv_q8;       /* decode/prefill with q8 activations                      */
     tq_qmv_f32_fn mv_f32;     /* decode/prefill with f32 activations (exact)              */
     tq_qmv_f32_fn gemm_f32;   /* prefill tile: each weight block decoded once per tile   */
+    tq_qmv_q8_fn gemm_q8;     /* prefill tile, q8 path, packed activations (cpu/qdot.h   */
+                              /* tq_q8p): the same bits as mv_q8; NULL = mv_q8 does it   */
     const char *isa_f32;
 } tq_format_kernels;
 

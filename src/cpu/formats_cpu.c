@@ -37,6 +37,7 @@ static void fill(void)
                 k.dot_q8 = tabs[t]->dot_q8[id];
                 k.mv_q8 = tabs[t]->mv_q8[id];
                 k.isa_q8 = tabs[t]->isa;
+                k.gemm_q8 = tabs[t]->gemm_q8[id]; /* NULL: this table's mv_q8 does prefill */
             }
             if (tabs[t]->dot_f32[id]) {
                 k.dot_f32 = tabs[t]->dot_f32[id];

@@ -1,6 +1,7 @@
 /* qdot.c -- scalar reference kernels of qdot.h (the specification) and the table lookup.
  * No intrinsics; the library builds this with -ffp-contract=off, so every a*b+c below is a
- * rounded multiply then a rounded add, except the explicit fmaf() of the f32 path. */
+ * rounded multiply then a rounded add, except the explicit fmaf() calls (the f32 path, and the
+ * block product of the 32-formats' q8 path). */
 #include <math.h>
 
 #include "core/half.h"
@@ -136,7 +137,7 @@ static inline float dot_q8(unpack_fn up, size_t bsize, int has_min, const void *
             int32_t p = 0;
             for (int t = 0; t < 4; t++)
                 p += (int32_t)wq[4 * l + t] * (int32_t)a[i].qs[4 * l + t];
-            acc[i & 1][l] = acc[i & 1][l] + (float)p * dd;
+            acc[i & 1][l] = fmaf((float)p, dd, acc[i & 1][l]);
         }
         if (has_min)
             accm = accm + m * a[i].s;
@@ -354,6 +355,30 @@ size_t tq_qdot_act_bytes(int type, int64_t k)
     if (!blk || k < 0 || k % blk)
         return 0;
     return (size_t)(k / blk) * (blk == TQ_QKK ? sizeof(tq_q8k) : sizeof(tq_q8a));
+}
+
+int64_t tq_q8p_pairs(int64_t k)
+{
+    return k > 0 && k % TQ_QK == 0 ? (k / TQ_QK + 1) / 2 : 0;
+}
+
+void tq_q8p_pack(const tq_q8a *a, int64_t nb, tq_q8p *p)
+{
+    for (int64_t j = 0; j < (nb + 1) / 2; j++) {
+        for (int h = 0; h < 2; h++) {
+            const int64_t b = 2 * j + h;
+            for (int l = 0; l < 8; l++) {
+                int32_t s = 0;
+                for (int e = 0; e < 4; e++) {
+                    const int8_t q = b < nb ? a[b].qs[4 * l + e] : 0;
+                    p[j].qs[32 * h + 4 * l + e] = q;
+                    s += q;
+                }
+                p[j].da[8 * h + l] = b < nb ? a[b].d : 0.0f;
+                p[j].c[8 * h + l] = -128 * s;
+            }
+        }
+    }
 }
 
 const tq_qdot_kernels *tq_qdot_scalar(void)

@@ -22,7 +22,8 @@
  * Q4_1 nibble, Q5_1 5-bit (unsigned, with the f16 min m). d_w = f16 scale of the block.
  *   q8 path: for block b (in order) and lane l = 0..7:
  *       p = sum_{i<4} wq[4l+i] * qs[4l+i]              (int32, exact)
- *       acc[b & 1][l] += (float)p * (d_w * d_a)          (f32 multiply, then add; no FMA)
+ *       acc[b & 1][l] = fmaf((float)p, d_w * d_a, acc[b & 1][l])   (d_w * d_a rounded in f32,
+                                                        then one fused multiply-add)
  *       Q4_1/Q5_1 also: accm += m_w * s_a              (f32, block order)
  *     v[l] = acc[0][l] + acc[1][l]; result = H(v) + accm.
  *   f32 path: w_j as the dequantizer computes it (d*q, or d*q + m, in f32); for block b and
@@ -77,6 +78,26 @@ typedef struct tq_q8k {
 } tq_q8k;
 _Static_assert(sizeof(tq_q8k) == 292, "tq_q8k is 292 bytes");
 
+/* The packed activation of the AVX512-VNNI prefill tiles (gemm_q8 below; in memory only): one
+ * token of k values (nb = k / 32 tq_q8a blocks) as ceil(nb / 2) pairs of blocks (2j, 2j + 1).
+ * qs: block 2j's 32 qs, then block 2j+1's; da: d of block 2j in lanes 0..7, of 2j+1 in 8..15;
+ * c: lane l = -128 * (qs[4l] + qs[4l+1] + qs[4l+2] + qs[4l+3]) (int32, exact). A lone last
+ * block's pair holds zeros in its second half. The same numbers as the tq_q8a blocks, laid out
+ * for 512-bit memory operands: with the weight integers offset to w + 128 (unsigned),
+ * vpdpbusd(c, w + 128, qs) is lane l's exact p of the reference, and the tile keeps no
+ * activation in registers. */
+typedef struct tq_q8p {
+    int8_t qs[64];
+    float da[16];
+    int32_t c[16];
+} tq_q8p;
+_Static_assert(sizeof(tq_q8p) == 192, "tq_q8p is 192 bytes");
+
+/* tq_q8p_pairs() -- pairs per token of k values (0 if k % 32). tq_q8p_pack() -- nb blocks of
+ * one token -> ceil(nb / 2) pairs. */
+int64_t tq_q8p_pairs(int64_t k);
+void tq_q8p_pack(const tq_q8a *a, int64_t nb, tq_q8p *p);
+
 /* tq_qdot_act_block()/tq_qdot_act_bytes() -- the activation a weight type's q8 path reads: 32
  * (tq_q8a) or 256 (tq_q8k) values per block, and the bytes of one token of k values (k must be
  * a multiple of the block); 0 for a type without kernels. */
@@ -97,6 +118,9 @@ typedef struct tq_qdot_kernels {
     tq_qmv_q8_fn mv_q8[TQ_FMT_LIMIT];
     tq_qmv_f32_fn mv_f32[TQ_FMT_LIMIT];
     tq_qmv_f32_fn gemm_f32[TQ_FMT_LIMIT];       /* prefill tile (same bits as mv_f32)    */
+    tq_qmv_q8_fn gemm_q8[TQ_FMT_LIMIT];         /* prefill tile reading tq_q8p (act: n
+                                                   tokens of tq_q8p_pairs(k) pairs; any n;
+                                                   the same bits as mv_q8)                 */
 } tq_qdot_kernels;
 
 /* Tables: scalar always; avx2 NULL when this CPU (or TQ_CPU) cannot run it. */

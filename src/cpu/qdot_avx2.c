@@ -2,8 +2,8 @@
  * reference's bits (qdot.c) for finite data: the weight and activation integers meet in
  * vpmaddubsw + vpmaddwd, whose int32 lane l is exactly the reference's p of lane l (elements
  * 4l..4l+3; no int16 saturation: |w| <= 128, |qs| <= 127, so a pair is <= 32512); the f32
- * combination is the reference's, lane for lane (mul then add on the q8 path, vfmadd on the f32
- * path), and H() is the same tree. K formats: the super-block integers P and M are exact int32
+ * combination is the reference's, lane for lane (d_w * d_a rounded, then vfmadd on the q8 path;
+ * vfmadd on the f32 path), and H() is the same tree. K formats: the super-block integers P and M are exact int32
  * sums in any order, then the same f32 steps. Block scales are converted by F16C (exact for
  * non-NaN). */
 #include <immintrin.h>
@@ -166,12 +166,12 @@ static inline __m256 ip_unsigned(__m256i w, const int8_t *qs)
 }
 #endif
 
-/* acc += (w . a of the block) * (d_w * d_a); the min term goes to accm. */
+/* acc = fma(w . a of the block, d_w * d_a, acc); the min term goes to accm. */
 #define BLOCK_Q8(UP, IP, HAS_MIN, acc, i)                                                        \
     do {                                                                                         \
         const uint8_t *bb = b + (size_t)(i) * BS;                                                \
         const __m256 p = IP(UP(bb), a[i].qs);                                                    \
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(p, _mm256_set1_ps(f16c(bb) * a[i].d)));           \
+        acc = _mm256_fmadd_ps(p, _mm256_set1_ps(f16c(bb) * a[i].d), acc);                        \
         if (HAS_MIN)                                                                             \
             accm = accm + f16c(bb + 2) * a[i].s;                                                 \
     } while (0)
@@ -256,8 +256,7 @@ static inline void fma_block(__m256i w, float d, float m, int has_min, const flo
         {                                                                                        \
             const uint8_t *bb = b0 + (size_t)q * row_bytes + (size_t)(i) * BS;                   \
             const __m256 p = IP(UP(bb), at[i].qs);                                               \
-            acc[q][SLOT] =                                                                       \
-                _mm256_add_ps(acc[q][SLOT], _mm256_mul_ps(p, _mm256_set1_ps(f16c(bb) * da)));    \
+            acc[q][SLOT] = _mm256_fmadd_ps(p, _mm256_set1_ps(f16c(bb) * da), acc[q][SLOT]);       \
             if (HAS_MIN)                                                                         \
                 accm[q] = accm[q] + f16c(bb + 2) * sa;                                           \
         }                                                                                        \
@@ -358,8 +357,8 @@ static inline void mvs_scales(const uint8_t *row, int bs, int has_min, int64_t n
 }
 
 #define MVS_BLOCK(UP, IP, acc, i)                                                                \
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(IP(UP(b + (size_t)(i) * BS), a[i].qs),                \
-                                           _mm256_broadcast_ss(dd + (i))))
+    acc = _mm256_fmadd_ps(IP(UP(b + (size_t)(i) * BS), a[i].qs), _mm256_broadcast_ss(dd + (i)),  \
+                          acc)
 
 #define DEFINE_MVS(name, BS_, IP, HAS_MIN)                                                       \
     static void mvs_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,       \
@@ -401,7 +400,7 @@ static inline void mvs_scales(const uint8_t *row, int bs, int has_min, int64_t n
 /* ---- GEMM tiles of the 32-formats (prefill and batched decode; issue 14) --------------------
  * A tile = R rows x T tokens: each weight block is decoded once and met with the T tokens'
  * activations; each (row, token) keeps its own accumulators with exactly dot_q8's operation
- * sequence (acc[block & 1] lanes, mul then add, the min term in block order, H() at the end),
+ * sequence (acc[block & 1] lanes, fma by d_w * d_a, the min term in block order, H() at the end),
  * so the tile's result equals the per-token dot bit for bit (tests/test_qdot.c): batch
  * invariance holds whatever n is. Rows are walked in chunks of about 32 KB of weights, so a
  * chunk stays in L1/L2 while all token tiles pass over it; below 16 tokens (batched decode) a
@@ -545,9 +544,9 @@ qt_step(int F, int R, int T, int TWO, const uint8_t *w, size_t row_bytes, size_t
         {
             const __m512 p = _mm512_cvtepi32_ps(sgn ? _mm512_dpbusd_epi32(c, a[t], u)
                                                     : _mm512_dpbusd_epi32(c, u, a[t]));
-            const __m512 prod = _mm512_mul_ps(p, _mm512_mul_ps(dw, da[t]));
-            acc[r][t] = TWO ? _mm512_add_ps(acc[r][t], prod)
-                            : _mm512_mask_add_ps(acc[r][t], 0x00ff, acc[r][t], prod);
+            const __m512 dd = _mm512_mul_ps(dw, da[t]);
+            acc[r][t] = TWO ? _mm512_fmadd_ps(p, dd, acc[r][t])
+                            : _mm512_mask3_fmadd_ps(p, dd, acc[r][t], 0x00ff);
         }
     }
 }
@@ -620,6 +619,169 @@ static inline int64_t qt_run(const qt_tile_fn (*f)[QT_T], const void *w, size_t 
     }
     return n;
 }
+/* The batched-decode tile of 8 tokens (8 <= n < 16: tq serve's 8-sequence step). The 8
+ * tokens' activations are prepacked once per call, per block pair: the two blocks' 64 bytes
+ * (+ 128 for the signed formats), the two scales as one zmm, the two s of the 8 tokens; a step
+ * then reads them as memory operands instead of rebuilding them for every row tile. A tile is
+ * Q8_R = 3 rows x 8 tokens (24 accumulators), so a weight block pair is unpacked once for the 8
+ * tokens instead of twice. Each (row, token) zmm is qt_step's (lanes 0-7 acc[0], 8-15 acc[1],
+ * the same fma), and the min terms are dot_q8's accm sequence per lane (8r + t): the scalar
+ * bits. The prepack is on the stack (Q8_PK_MAXP pairs: k <= 2048, 34 KB); a longer row goes
+ * through qt_run. Rows go in chunks of Q8_RC: the tokens past 8 then meet the chunk's
+ * weights from cache (qt_run's tiles), no second DRAM pass. */
+enum { Q8_T = 8, Q8_R = 3, Q8_RC = 12, Q8_PK_MAXP = 32 };
+typedef struct q8_pk {
+    __m512i q[Q8_T]; /* blocks i | i1 of token t (a ^ 0x80 for the signed formats) */
+    __m512 d[Q8_T];  /* d_a of block i (lanes 0-7) | i1 (8-15)                      */
+    float s[2][Q8_T]; /* s of block i, i1 per token                                 */
+} q8_pk;
+
+static void q8_prepack(int sgn, const tq_q8a *a, int64_t nb, q8_pk *pk)
+{
+    for (int64_t j = 0; 2 * j < nb; j++) {
+        const int64_t i = 2 * j, i1 = i + 1 < nb ? i + 1 : i;
+        for (int t = 0; t < Q8_T; t++) {
+            const tq_q8a *at = a + t * nb;
+            __m512i q = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)at[i].qs)),
+                _mm256_loadu_si256((const __m256i *)at[i1].qs), 1);
+            if (sgn)
+                q = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
+            pk[j].q[t] = q;
+            pk[j].d[t] = _mm512_insertf32x8(_mm512_set1_ps(at[i].d), _mm256_set1_ps(at[i1].d), 1);
+            pk[j].s[0][t] = at[i].s;
+            pk[j].s[1][t] = at[i1].s;
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+q8_step(int F, int R, int TWO, const uint8_t *w, size_t row_bytes, size_t bs, const q8_pk *pk,
+        int64_t i, int64_t i1, __m512 (*acc)[Q8_T], __m512 *accm)
+{
+    const int sgn = qt_signed(F);
+    const int has_min = F == TQ_GGML_Q4_1 || F == TQ_GGML_Q5_1;
+    const __m512 sc = qt_scales(R, w, row_bytes, (size_t)i * bs, (size_t)i1 * bs);
+    if (has_min) {
+        /* accm[0] lanes 8r + t: rows 0, 1; accm[1] lanes t: row 2 (lanes 8-15 unread) */
+        const __m512 s0 = _mm512_broadcast_f32x8(_mm256_loadu_ps(pk->s[0]));
+        const __m512i m01 = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 5, 5, 5, 5, 5, 5, 5, 5);
+        const __m512i m2 = _mm512_set1_epi32(9);
+        accm[0] = _mm512_add_ps(accm[0], _mm512_mul_ps(_mm512_permutexvar_ps(m01, sc), s0));
+        if (R > 2)
+            accm[1] = _mm512_add_ps(accm[1], _mm512_mul_ps(_mm512_permutexvar_ps(m2, sc), s0));
+        if (TWO) {
+            const __m512 s1 = _mm512_broadcast_f32x8(_mm256_loadu_ps(pk->s[1]));
+            const __m512i two = _mm512_set1_epi32(2);
+            accm[0] = _mm512_add_ps(
+                accm[0],
+                _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_add_epi32(m01, two), sc), s1));
+            if (R > 2)
+                accm[1] = _mm512_add_ps(
+                    accm[1],
+                    _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_add_epi32(m2, two), sc), s1));
+        }
+    }
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+    {
+        const uint8_t *p0 = w + (size_t)r * row_bytes + (size_t)i * bs;
+        const uint8_t *p1 = w + (size_t)r * row_bytes + (size_t)i1 * bs;
+        /* the next row tile's bytes at this step (see qt_step) */
+        _mm_prefetch((const char *)p0 + (size_t)R * row_bytes, _MM_HINT_T0);
+        _mm_prefetch((const char *)p1 + bs - 1 + (size_t)R * row_bytes, _MM_HINT_T0);
+        const __m512i u = qt_up2(F, p0, p1);
+        const __m512 dw = _mm512_permutexvar_ps(
+            _mm512_add_epi32(_mm512_set1_epi32(4 * r),
+                             _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2)),
+            sc);
+        const __m512i c = sgn ? _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                     _mm512_set1_epi8((char)0x80), u))
+                              : _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int t = 0; t < Q8_T; t++)
+        {
+            const __m512 p = _mm512_cvtepi32_ps(sgn ? _mm512_dpbusd_epi32(c, pk->q[t], u)
+                                                    : _mm512_dpbusd_epi32(c, u, pk->q[t]));
+            const __m512 dd = _mm512_mul_ps(dw, pk->d[t]);
+            acc[r][t] = TWO ? _mm512_fmadd_ps(p, dd, acc[r][t])
+                            : _mm512_mask3_fmadd_ps(p, dd, acc[r][t], 0x00ff);
+        }
+    }
+}
+
+/* R rows (from w) x the 8 prepacked tokens -> y[t * ldy + r]. */
+static inline __attribute__((always_inline)) void q8_tile(int F, int R, const uint8_t *w,
+                                                          size_t row_bytes, int64_t nb,
+                                                          const q8_pk *pk, float *y, int64_t ldy)
+{
+    const size_t bs = F == TQ_GGML_Q8_0 ? 34 : F == TQ_GGML_Q4_0 ? 18 : F == TQ_GGML_Q4_1 ? 20
+                    : F == TQ_GGML_Q5_0 ? 22 : 24;
+    __m512 acc[Q8_R][Q8_T];
+    __m512 accm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+    {
+        _Pragma("GCC unroll 8") for (int t = 0; t < Q8_T; t++) acc[r][t] = _mm512_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2)
+        q8_step(F, R, 1, w, row_bytes, bs, pk + i / 2, i, i + 1, acc, accm);
+    if (i < nb)
+        q8_step(F, R, 0, w, row_bytes, bs, pk + i / 2, i, i, acc, accm);
+    float m[32];
+    _mm512_storeu_ps(m, accm[0]);
+    _mm512_storeu_ps(m + 16, accm[1]);
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+    {
+        _Pragma("GCC unroll 8") for (int t = 0; t < Q8_T; t++)
+        {
+            const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
+                                           _mm512_extractf32x8_ps(acc[r][t], 1));
+            y[t * ldy + r] = hsum8(v) + m[8 * r + t];
+        }
+    }
+}
+
+#define Q8_TILE_FN(F, R, name)                                                                   \
+    static void name(const uint8_t *w, size_t row_bytes, int64_t nb, const q8_pk *pk, float *y,  \
+                     int64_t ldy)                                                                \
+    {                                                                                            \
+        q8_tile(F, R, w, row_bytes, nb, pk, y, ldy);                                             \
+    }
+typedef void (*q8_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nb, const q8_pk *pk,
+                           float *y, int64_t ldy);
+/* 8 <= n < 16 tokens, k <= 64 * Q8_PK_MAXP: the 8-token tiles (f8[0]: Q8_R rows, f8[1]: 1 row)
+ * for tokens 0-7, qt_run's tiles (f) for tokens 8.. in the same chunk of Q8_RC rows. */
+static inline int64_t q8_run(int sgn, const q8_tile_fn *f8, const qt_tile_fn (*f)[QT_T],
+                             const void *w, size_t row_bytes, int64_t k, const void *act,
+                             int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    const int64_t nb = k / TQ_QK;
+    const tq_q8a *a = act;
+    q8_pk pk[Q8_PK_MAXP];
+    q8_prepack(sgn, a, nb, pk);
+    for (int64_t rc = r0; rc < r1; rc += Q8_RC) {
+        const int64_t re = rc + Q8_RC < r1 ? rc + Q8_RC : r1;
+        int64_t r = rc;
+        for (; r + Q8_R <= re; r += Q8_R)
+            f8[0]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pk, y + r, ldy);
+        for (; r < re; r++)
+            f8[1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pk, y + r, ldy);
+        for (int64_t t = Q8_T; t < n; t += QT_T) {
+            const int T = n - t < QT_T ? (int)(n - t) : QT_T;
+            const tq_q8a *at[QT_T];
+            for (int q = 0; q < QT_T; q++)
+                at[q] = a + (t + (q < T ? q : 0)) * nb;
+            r = rc;
+            for (; r + QT_R <= re; r += QT_R)
+                f[0][T - 1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,
+                            y + t * ldy + r, ldy);
+            for (; r < re; r++)
+                f[1][T - 1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, at,
+                            y + t * ldy + r, ldy);
+        }
+    }
+    return n;
+}
 #define QT_FORMAT(F, name)                                                                       \
     QT_TILE_FN(F, QT_R, 1, qt_##name##_r1)                                                       \
     QT_TILE_FN(F, QT_R, 2, qt_##name##_r2)                                                       \
@@ -629,12 +791,17 @@ static inline int64_t qt_run(const qt_tile_fn (*f)[QT_T], const void *w, size_t 
     QT_TILE_FN(F, 1, 2, qt_##name##_12)                                                          \
     QT_TILE_FN(F, 1, 3, qt_##name##_13)                                                          \
     QT_TILE_FN(F, 1, 4, qt_##name##_14)                                                          \
+    Q8_TILE_FN(F, Q8_R, q8_##name##_r)                                                           \
+    Q8_TILE_FN(F, 1, q8_##name##_1)                                                              \
     static int64_t tile_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,   \
                                   int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)      \
     {                                                                                            \
         static const qt_tile_fn f[2][QT_T] = {                                                   \
             {qt_##name##_r1, qt_##name##_r2, qt_##name##_r3, qt_##name##_r4},                    \
             {qt_##name##_11, qt_##name##_12, qt_##name##_13, qt_##name##_14}};                   \
+        static const q8_tile_fn f8[2] = {q8_##name##_r, q8_##name##_1};                          \
+        if (n >= Q8_T && n < 16 && k <= 64 * Q8_PK_MAXP)                                         \
+            return q8_run(qt_signed(F), f8, f, w, row_bytes, k, act, n, y, ldy, r0, r1);         \
         return qt_run(f, w, row_bytes, k, act, n, y, ldy, r0, r1);                               \
     }
 QT_FORMAT(TQ_GGML_Q8_0, q8_0)
@@ -642,6 +809,11 @@ QT_FORMAT(TQ_GGML_Q4_0, q4_0)
 QT_FORMAT(TQ_GGML_Q4_1, q4_1)
 QT_FORMAT(TQ_GGML_Q5_0, q5_0)
 QT_FORMAT(TQ_GGML_Q5_1, q5_1)
+/* prefill (n >= 16) of the signed formats: the packed-activation tile of qdot_qp512.h */
+#include "cpu/qdot_qp512.h"
+QP_FORMAT(TQ_GGML_Q8_0, q8_0)
+QP_FORMAT(TQ_GGML_Q4_0, q4_0)
+QP_FORMAT(TQ_GGML_Q5_0, q5_0)
 #endif
 /* AVX2: a tile is 1 row x 4 tokens (8 ymm accumulators: acc[token][block & 1]); the block is
  * unpacked (and its scale converted) once for the 4 tokens. Tokens past the last full tile go
@@ -656,8 +828,7 @@ enum { QT2_T = 4 };
         _Pragma("GCC unroll 4") for (int q = 0; q < QT2_T; q++)                                   \
         {                                                                                        \
             const __m256 p = IP(wv, at[q][i].qs);                                                \
-            acc[q][SLOT] =                                                                       \
-                _mm256_add_ps(acc[q][SLOT], _mm256_mul_ps(p, _mm256_set1_ps(dw * at[q][i].d)));  \
+            acc[q][SLOT] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * at[q][i].d), acc[q][SLOT]);     \
             if (HAS_MIN)                                                                         \
                 accm[q] = accm[q] + mw * at[q][i].s;                                             \
         }                                                                                        \
@@ -1233,6 +1404,9 @@ static const tq_qdot_kernels vnni_table = {
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
     QDOT_VNNI_FORMATS(TQ_QDOT_ROW)
+    .gemm_q8[TQ_GGML_Q8_0] = gemm_q8_q8_0,
+    .gemm_q8[TQ_GGML_Q4_0] = gemm_q8_q4_0,
+    .gemm_q8[TQ_GGML_Q5_0] = gemm_q8_q5_0,
 };
 
 const tq_qdot_kernels *tq_qdot_avx512_table(void)

@@ -28,7 +28,7 @@ static float dot_q8(const void *w, const void *act, int64_t k)
             int32_t p = 0;
             for (int t = 0; t < 4; t++)
                 p += (int32_t)wq[4 * l + t] * (int32_t)a[i].qs[4 * l + t];
-            acc[i & 1][l] = acc[i & 1][l] + (float)p * dd;
+            acc[i & 1][l] = fmaf((float)p, dd, acc[i & 1][l]);
         }
     }
     float v[8];
@@ -72,7 +72,7 @@ static void mv_f32(const void *w, size_t row_bytes, int64_t k, const float *x, i
 }
 
 static const tq_iq4nl_kernels scalar_table = {"scalar", TQ_ISA_SCALAR, dot_q8, dot_f32, mv_q8,
-                                              mv_f32};
+                                              mv_f32, NULL};
 
 const tq_iq4nl_kernels *tq_iq4nl_scalar(void)
 {
@@ -107,6 +107,7 @@ void tq_iq4nl_register(tq_isa isa, int id, tq_format_kernels *k)
             continue;
         k->dot_q8 = t[i]->dot_q8;
         k->mv_q8 = t[i]->mv_q8;
+        k->gemm_q8 = t[i]->gemm_q8;
         k->isa_q8 = t[i]->isa;
         k->dot_f32 = t[i]->dot_f32;
         k->mv_f32 = t[i]->mv_f32;

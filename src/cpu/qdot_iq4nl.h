@@ -5,7 +5,7 @@
  * element value d * tq_iq4nl_values[nibble] (a 16-entry signed table, -127 .. 113). The weight
  * integers are the table values (int8), so the specification is qdot.h's for the signed
  * 32-formats, word for word: q8 path p = sum_{i<4} wq[4l+i] * qs[4l+i] (int32, exact),
- * acc[b & 1][l] += (float)p * (d_w * d_a), result H(acc[0] + acc[1]); f32 path
+ * acc[b & 1][l] = fmaf((float)p, d_w * d_a, acc[b & 1][l]), result H(acc[0] + acc[1]); f32 path
  * acc[j] = fmaf(d * (float)wq[j], x[32b + j], acc[j]), v[l] = (acc[l] + acc[8+l]) +
  * (acc[16+l] + acc[24+l]), result H(v). Every ISA gives the scalar bits (finite data), for any
  * n, r0/r1 (tests/test_qdot_iq4nl.c). The activation is qdot.h's tq_q8a.
@@ -26,6 +26,7 @@ typedef struct tq_iq4nl_kernels {
     tq_qdot_f32_fn dot_f32;
     tq_qmv_q8_fn mv_q8;
     tq_qmv_f32_fn mv_f32;
+    tq_qmv_q8_fn gemm_q8; /* prefill over tq_q8p (qdot.h); NULL = mv_q8 does it */
 } tq_iq4nl_kernels;
 
 /* The tables without a CPU check (qdot_iq4nl.c checks). */

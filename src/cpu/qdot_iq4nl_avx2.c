@@ -4,8 +4,8 @@
  * the weight and activation integers meet in vpmaddubsw + vpmaddwd (|w| by sign(a, w): |w| <=
  * 127, |a| <= 127, a pair <= 32258, no int16 saturation) or in vpdpbusd: int32 lane l is
  * exactly the reference's p of lane l (elements 4l..4l+3). The f32 steps are the reference's
- * lane for lane (mul then add; vfmadd on the f32 path) and H() is the same tree, so the results
- * equal qdot_iq4nl.c's bit for bit. The matvecs decode a block once for up to 4 tokens (q8) or
+ * lane for lane (d_w * d_a rounded, then vfmadd; vfmadd on the f32 path) and H() is the same
+ * tree, so the results equal qdot_iq4nl.c's bit for bit. The matvecs decode a block once for up to 4 tokens (q8) or
  * 2 tokens (f32); each (row, token) keeps its own accumulators in the same order. */
 #include <immintrin.h>
 
@@ -43,7 +43,7 @@ static inline __m256 ip(__m256i w, __m256i aw, const int8_t *qs)
         const uint8_t *bb = b + (size_t)(i) * 18;                                                \
         const __m256i wq = up(bb, tab);                                                          \
         const __m256 p = ip(wq, _mm256_abs_epi8(wq), a[i].qs);                                   \
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(p, _mm256_set1_ps(f16c(bb) * a[i].d)));           \
+        acc = _mm256_fmadd_ps(p, _mm256_set1_ps(f16c(bb) * a[i].d), acc);                        \
     } while (0)
 
 static float dot_q8(const void *w, const void *act, int64_t k)
@@ -99,8 +99,7 @@ static float dot_f32(const void *w, const float *x, int64_t k)
         _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)                                      \
         {                                                                                        \
             const __m256 p = ip(wq, aw, at[u][i].qs);                                            \
-            acc[u][SLOT] =                                                                       \
-                _mm256_add_ps(acc[u][SLOT], _mm256_mul_ps(p, _mm256_set1_ps(dw * at[u][i].d)));  \
+            acc[u][SLOT] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * at[u][i].d), acc[u][SLOT]);     \
         }                                                                                        \
     } while (0)
 
@@ -127,8 +126,8 @@ static float dot_f32(const void *w, const float *x, int64_t k)
             const __m512i sa = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);          \
             const __m512 p =                                                                     \
                 _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sa));         \
-            acc[u][SLOT] = _mm512_add_ps(                                                        \
-                acc[u][SLOT], _mm512_mul_ps(p, _mm512_mul_ps(dw, _mm512_set1_ps(at[u][i].d))));  \
+            acc[u][SLOT] =                                                                       \
+                _mm512_fmadd_ps(p, _mm512_mul_ps(dw, _mm512_set1_ps(at[u][i].d)), acc[u][SLOT]); \
         }                                                                                        \
     } while (0)
 
@@ -180,7 +179,7 @@ static inline void mv_q8_2r1(const uint8_t *row, size_t row_bytes, int64_t nb, c
         const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wq), sa)); \
         const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(f16c(b0)),                            \
                                              _mm256_set1_ps(f16c(b1)), 1);                        \
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(p, _mm512_mul_ps(dw, _mm512_set1_ps(a[i].d))));   \
+        acc = _mm512_fmadd_ps(p, _mm512_mul_ps(dw, _mm512_set1_ps(a[i].d)), acc);                \
     } while (0)
     for (; i + 1 < nb; i += 2) {
         STEP_2R1(acc0, i);
@@ -275,15 +274,18 @@ static void mv_f32(const void *w, size_t row_bytes, int64_t k, const float *x, i
 }
 
 #ifdef QDOT_VNNI
+#include "cpu/qdot_qp512.h"
+QP_FORMAT(TQ_FMT_IQ4_NL, iq4_nl)
 static const tq_iq4nl_kernels table_isa = {"avx512vnni", TQ_ISA_AVX512, dot_q8, dot_f32, mv_q8,
-                                           mv_f32};
+                                           mv_f32, gemm_q8_iq4_nl};
 
 const tq_iq4nl_kernels *tq_iq4nl_avx512_table(void)
 {
     return &table_isa;
 }
 #else
-static const tq_iq4nl_kernels table_isa = {"avx2", TQ_ISA_AVX2, dot_q8, dot_f32, mv_q8, mv_f32};
+static const tq_iq4nl_kernels table_isa = {"avx2", TQ_ISA_AVX2, dot_q8, dot_f32, mv_q8, mv_f32,
+                                           NULL};
 
 const tq_iq4nl_kernels *tq_iq4nl_avx2_table(void)
 {

@@ -36,9 +36,16 @@ const char *tq_qmm_kernel_name(const tq_format *f, int act_f32, char *buf, size_
     return buf;
 }
 
+/* act_a: the tq_q8a blocks of n tokens, then (from a 64-byte boundary) their tq_q8p pairs for
+ * the gemm_q8 tiles */
+static size_t qa_bytes(int64_t k, int64_t n)
+{
+    return ((size_t)n * (size_t)(k / TQ_QK) * sizeof(tq_q8a) + 63) & ~(size_t)63;
+}
+
 void tq_qmm_act_bytes(int64_t k, int64_t n, size_t *a, size_t *kb)
 {
-    *a = k % TQ_QK ? 0 : (size_t)n * (size_t)(k / TQ_QK) * sizeof(tq_q8a);
+    *a = k % TQ_QK ? 0 : qa_bytes(k, n) + (size_t)n * (size_t)tq_q8p_pairs(k) * sizeof(tq_q8p);
     *kb = k % TQ_QKK ? 0 : (size_t)n * (size_t)(k / TQ_QKK) * sizeof(tq_q8k);
 }
 
@@ -68,6 +75,37 @@ static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int6
     }
 }
 
+/* tokens from which the activations are quantized by the pool, and from which a format's
+ * gemm_q8 tile (packed activations) takes the product instead of mv_q8 */
+#define QMM_QACT_PAR 16
+#define QMM_GEMM_MIN 16
+
+typedef struct qact_job {
+    const float *x;
+    int64_t ldx, k, n;
+    tq_qact_quant_fn qa, qk; /* NULL: that kind is not needed */
+    void *act_a, *act_k;
+    size_t ab, kb;
+    tq_q8p *act_p; /* non-NULL: also the tq_q8p pairs of each token (np per token) */
+    int64_t np;
+} qact_job;
+
+static void qact_task(void *ctx, int ith, int nth)
+{
+    const qact_job *q = ctx;
+    int64_t t0, t1;
+    tq_split_range(q->n, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        if (q->qa)
+            q->qa(q->x + t * q->ldx, (uint8_t *)q->act_a + (size_t)t * q->ab, q->k);
+        if (q->act_p)
+            tq_q8p_pack((const tq_q8a *)((uint8_t *)q->act_a + (size_t)t * q->ab), q->k / TQ_QK,
+                        q->act_p + t * q->np);
+        if (q->qk)
+            q->qk(q->x + t * q->ldx, (uint8_t *)q->act_k + (size_t)t * q->kb, q->k);
+    }
+}
+
 typedef struct qmm_job {
     const tq_qmm_out *outs;
     int n_out;
@@ -75,6 +113,7 @@ typedef struct qmm_job {
     int64_t ldx, n;
     int act_f32;
     const void *act_a, *act_k;
+    const void *act_p; /* the tq_q8p pairs, or NULL: no gemm_q8 tile this call */
 } qmm_job;
 
 static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t r1)
@@ -83,6 +122,10 @@ static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t 
     const tq_format *f = W->f;
     switch (tq_qmm_path(f, j->act_f32)) {
     case TQ_QPATH_Q8:
+        if (j->act_p && f->k.gemm_q8) {
+            f->k.gemm_q8(W->w, W->row_bytes, W->cols, j->act_p, j->n, o->y, o->ldy, r0, r1);
+            break;
+        }
         f->k.mv_q8(W->w, W->row_bytes, W->cols, f->act == TQ_ACT_Q8K ? j->act_k : j->act_a, j->n,
                    o->y, o->ldy, r0, r1);
         break;
@@ -120,7 +163,7 @@ void tq_qmm_run(tq_pool *pool, const tq_qmm_out *outs, int n_out, const float *x
         return;
     const int64_t k = outs[0].W->cols;
     /* the activations, once per call and token, for each kind some output reads */
-    int need_a = 0, need_k = 0;
+    int need_a = 0, need_k = 0, need_p = 0;
     tq_qact_quant_fn qa = NULL, qk = NULL;
     int64_t work = 0;
     for (int i = 0; i < n_out; i++) {
@@ -134,18 +177,24 @@ void tq_qmm_run(tq_pool *pool, const tq_qmm_out *outs, int n_out, const float *x
         } else {
             need_a = 1;
             qa = f->k.quant_act;
+            need_p |= f->k.gemm_q8 != NULL && n >= QMM_GEMM_MIN;
         }
     }
-    size_t ab, kb;
+    size_t ab, kb; /* one token's tq_q8a and tq_q8k bytes */
     tq_qmm_act_bytes(k, 1, &ab, &kb);
-    for (int64_t t = 0; t < n; t++) {
-        if (need_a)
-            qa(x + t * ldx, (uint8_t *)act_a + (size_t)t * ab, k);
-        if (need_k)
-            qk(x + t * ldx, (uint8_t *)act_k + (size_t)t * kb, k);
-    }
+    ab = k % TQ_QK ? 0 : (size_t)(k / TQ_QK) * sizeof(tq_q8a);
+    qact_job q = {.x = x, .ldx = ldx, .k = k, .n = n, .qa = need_a ? qa : NULL,
+                  .qk = need_k ? qk : NULL, .act_a = act_a, .act_k = act_k, .ab = ab, .kb = kb,
+                  .act_p = need_p ? (tq_q8p *)((uint8_t *)act_a + qa_bytes(k, n)) : NULL,
+                  .np = tq_q8p_pairs(k)};
+    /* prefill: the tokens split over the threads (a serial loop here was 2-3% of a Gemma 3
+     * prefill at 2 threads, the other thread idle); each token's blocks are the same */
+    if (n >= QMM_QACT_PAR && tq_pool_size(pool) > 1)
+        tq_pool_run(pool, qact_task, &q);
+    else
+        qact_task(&q, 0, 1);
     qmm_job j = {.outs = outs, .n_out = n_out, .x = x, .ldx = ldx, .n = n, .act_f32 = act_f32,
-                 .act_a = act_a, .act_k = act_k};
+                 .act_a = act_a, .act_k = act_k, .act_p = q.act_p};
     if (work < 16384 || tq_pool_size(pool) == 1)
         qmm_task(&j, 0, 1);
     else

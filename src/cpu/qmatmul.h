@@ -5,7 +5,8 @@
  *   y[t * ldy + r] = row r of W . token t of x        r in [0, rows), t in [0, n)
  *
  * Paths per format (tq_qmm_path()): Q8 -- x quantized once per call and token to int8 blocks
- * (tq_q8a / tq_q8k, cpu/qdot.h) and the format's mv_q8 kernel; F32 -- the format's mv_f32
+ * (tq_q8a / tq_q8k, cpu/qdot.h) and the format's mv_q8 kernel (from 16 tokens, where the format
+ * has one, its gemm_q8 prefill tile over the same blocks packed as tq_q8p; the same bits); F32 -- the format's mv_f32
  * kernel (exact f32 activations); DEQUANT -- a format with only a dequantizer (a new row of the
  * table without kernels yet): each block is decoded on the stack and met with x in f32 (lanes
  * j % 32, fmaf). Each (row, token) result has one reduction order that depends on k only, never
@@ -38,7 +39,8 @@ tq_qpath tq_qmm_path(const tq_format *f, int act_f32);
 const char *tq_qmm_kernel_name(const tq_format *f, int act_f32, char *buf, size_t cap);
 
 /* tq_qmm_act_bytes() -- scratch bytes of the q8 activations of n tokens of k values (both
- * kinds, for tq_qmm_run's act_a and act_k): *a for tq_q8a (0 if k % 32), *kb for tq_q8k. */
+ * kinds, for tq_qmm_run's act_a and act_k): *a for tq_q8a and their tq_q8p packing (0 if
+ * k % 32; act_a must be 64-byte aligned), *kb for tq_q8k. */
 void tq_qmm_act_bytes(int64_t k, int64_t n, size_t *a, size_t *kb);
 
 /* tq_qmm_run() -- every output of the same x (n tokens of k = W->cols floats, ldx apart) in one

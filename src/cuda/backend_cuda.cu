@@ -38,6 +38,10 @@ struct tqc_be {
     tq_status err;     // first failure of a void op
     int gemv;
     int pdl;               // decode GEMVs launched with programmatic dependent launch (sm_90+)
+    float *xf;             // (max_n, max_cols) f32 GEMM input (dense f32 weights)
+    float *kvf;            // f32 KV cache (tqc_be_kv_f32): [layer][K, V][kv head][cap][head_dim]
+    int kvf_layers, kvf_heads, kvf_hd;
+    int64_t kvf_cap;
     cudaGraphExec_t gexec; // the decode step's graph (tqc_be_graph_end), updated in place each step
     long n_inst, n_update; // graph instantiations and in-place updates so far
 };
@@ -84,12 +88,22 @@ __device__ float block_sum(float v, float *red)
 }
 
 // tok NULL: one token, id tok0 (a kernel parameter: no host copy, so a captured step replays it)
-__global__ void embed_kernel(const __nv_bfloat16 *emb, const int32_t *tok, int32_t tok0, int dim, float sc, float *x)
+__device__ inline float to_f(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+__device__ inline float to_f(float v)
+{
+    return v;
+}
+
+template <typename T>
+__global__ void embed_kernel(const T *emb, const int32_t *tok, int32_t tok0, int dim, float sc, float *x)
 {
     const int t = blockIdx.x;
-    const __nv_bfloat16 *e = emb + (size_t)(tok ? tok[t] : tok0) * dim;
+    const T *e = emb + (size_t)(tok ? tok[t] : tok0) * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        const float v = __bfloat162float(e[i]);
+        const float v = to_f(e[i]);
         x[(size_t)t * dim + i] = sc != 0.0f && sc != 1.0f ? v * sc : v;
     }
 }
@@ -130,9 +144,19 @@ __global__ void add_norm_kernel(float *res, const float *y, int64_t ldy, const f
         rr[i] += post ? yr[i] * r * (p1 ? 1.0f + post[i] : post[i]) : yr[i];
 }
 
-// the matmul's input transform into bf16 rows (n, cols): one block per row
-template <int PRE>
-__global__ void pre_kernel(const float *x, const float *aux, int cols, float eps, int p1, __nv_bfloat16 *xb)
+__device__ inline void store_as(__nv_bfloat16 *p, float v)
+{
+    *p = __float2bfloat16(v);
+}
+__device__ inline void store_as(float *p, float v)
+{
+    *p = v;
+}
+
+// the matmul's input transform into bf16 (or, for dense f32 weights, f32) rows (n, cols): one
+// block per row
+template <int PRE, typename OT = __nv_bfloat16>
+__global__ void pre_kernel(const float *x, const float *aux, int cols, float eps, int p1, OT *xb)
 {
     __shared__ float red[32];
     const float *xr = x + (size_t)blockIdx.x * cols;
@@ -155,7 +179,7 @@ __global__ void pre_kernel(const float *x, const float *aux, int cols, float eps
             v = gelu_f(xr[i]) * ar[i];
         else
             v = xr[i];
-        xb[(size_t)blockIdx.x * cols + i] = __float2bfloat16(v);
+        store_as(&xb[(size_t)blockIdx.x * cols + i], v);
     }
 }
 
@@ -302,17 +326,159 @@ __global__ void scatter_kernel(const float *ys, scatter_outs o)
     }
 }
 
+// f32 KV cache rows: token t's K/V heads (n, nkv, hd) into [head][pos0 + t][hd]
+__global__ void kvf32_append_kernel(const float *k, const float *v, int nkv, int hd, int64_t cap, int64_t pos0,
+                                    float *kc, float *vc)
+{
+    const int t = blockIdx.x;
+    for (int i = threadIdx.x; i < nkv * hd; i += blockDim.x) {
+        const int h = i / hd, d = i % hd;
+        const size_t dst = ((size_t)h * cap + pos0 + t) * hd + d;
+        kc[dst] = k[(size_t)t * nkv * hd + i];
+        vc[dst] = v[(size_t)t * nkv * hd + i];
+    }
+}
+
+__device__ float block_max(float v, float *red)
+{
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    float m = red[0];
+    for (int k = 1; k < nw; k++)
+        m = fmaxf(m, red[k]);
+    return m;
+}
+
+// Causal attention over the f32 cache, fp32 throughout (the CPU's f32-cache attention up to
+// summation order): block (token t, query head h) at position pos0 + t sees keys 0..pos0 + t of
+// kv head h / group; scores in shared memory (hd + pos0 + n floats).
+__global__ void __launch_bounds__(128) attend_f32_kernel(const float *kc, const float *vc, int64_t cap, int group,
+                                                         int hd, int64_t pos0, const float *q, int nh, float scale,
+                                                         float *out)
+{
+    extern __shared__ float sm[];
+    __shared__ float red[32];
+    const int t = blockIdx.x, h = blockIdx.y, kh = h / group;
+    const int64_t len = pos0 + t + 1;
+    float *qs = sm, *sc = sm + hd;
+    const float *qr = q + ((size_t)t * nh + h) * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+        qs[i] = qr[i];
+    __syncthreads();
+    const float *K = kc + (size_t)kh * cap * hd, *V = vc + (size_t)kh * cap * hd;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+        const float *kr = K + (size_t)j * hd;
+        float d = 0.0f;
+        for (int i = 0; i < hd; i++)
+            d = fmaf(qs[i], kr[i], d);
+        d *= scale;
+        sc[j] = d;
+        mx = fmaxf(mx, d);
+    }
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+        const float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += e;
+    }
+    sum = block_sum(sum, red);
+    __syncthreads();
+    const float inv = 1.0f / sum;
+    float *orow = out + ((size_t)t * nh + h) * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < len; j++)
+            acc = fmaf(sc[j], V[(size_t)j * hd + i], acc);
+        orow[i] = acc * inv;
+    }
+}
+
+// Per logits row (one block each): the first index of the largest value, the log-sum-exp in
+// double (max, then the sum of exp(x - max) in double: tq_evl_row_lse's expression), and the
+// values at k ids of the row.
+__global__ void row_stats_kernel(const float *lg, int vocab, const int32_t *ids, int k, float *picked, double *lse,
+                                 int32_t *am)
+{
+    __shared__ float rv[32];
+    __shared__ int ri[32];
+    __shared__ double rd[32];
+    const float *x = lg + (size_t)blockIdx.x * vocab;
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+        if (x[i] > bv || (x[i] == bv && i < bi)) {
+            bv = x[i];
+            bi = i;
+        }
+    for (int o = 16; o; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ov > bv || (ov == bv && oi < bi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) {
+        rv[wid] = bv;
+        ri[wid] = bi;
+    }
+    __syncthreads();
+    bv = rv[0];
+    bi = ri[0];
+    for (int w = 1; w < nw; w++)
+        if (rv[w] > bv || (rv[w] == bv && ri[w] < bi)) {
+            bv = rv[w];
+            bi = ri[w];
+        }
+    double s = 0.0;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+        s += exp((double)x[i] - (double)bv);
+    for (int o = 16; o; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0)
+        rd[wid] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double tot = 0.0;
+        for (int w = 0; w < nw; w++)
+            tot += rd[w];
+        if (lse)
+            lse[blockIdx.x] = (double)bv + log(tot);
+        if (am)
+            am[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
+    }
+    for (int j = threadIdx.x; j < k; j += blockDim.x) {
+        const int32_t id = ids[(size_t)blockIdx.x * k + j];
+        picked[(size_t)blockIdx.x * k + j] = id >= 0 && id < vocab ? x[id] : 0.0f;
+    }
+}
+
 tq_status be_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, float scale, float *x)
 {
     tqc_be *b = (tqc_be *)ctx;
-    if (e->dtype != TQ_DTYPE_BF16 || n > b->max_n)
-        return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend: embedding lookup takes bf16 rows and <= %d tokens", b->max_n);
-    if (n == 1) {
-        embed_kernel<<<1, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, nullptr, tok[0], (int)e->cols, scale, x);
-        return TQ_OK;
+    const bool f32 = e->dtype == TQ_DTYPE_F32;
+    if ((e->dtype != TQ_DTYPE_BF16 && !f32) || n > b->max_n)
+        return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend: embedding lookup takes bf16 or f32 rows and <= %d tokens",
+                        b->max_n);
+    const int32_t *dt = nullptr;
+    int32_t t0 = tok[0];
+    if (n > 1) {
+        TQC_CUDA(cudaMemcpyAsync(b->tok, tok, (size_t)n * 4, cudaMemcpyHostToDevice, b->stream));
+        dt = b->tok;
+        t0 = 0;
     }
-    TQC_CUDA(cudaMemcpyAsync(b->tok, tok, (size_t)n * 4, cudaMemcpyHostToDevice, b->stream));
-    embed_kernel<<<n, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, b->tok, 0, (int)e->cols, scale, x);
+    if (f32)
+        embed_kernel<<<n, 256, 0, b->stream>>>((const float *)e->w, dt, t0, (int)e->cols, scale, x);
+    else
+        embed_kernel<<<n, 256, 0, b->stream>>>((const __nv_bfloat16 *)e->w, dt, t0, (int)e->cols, scale, x);
     return TQ_OK;
 }
 
@@ -484,6 +650,67 @@ tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
     return TQ_OK;
 }
 
+// A job of dense f32 weights (the evaluation path: `tq ppl/kl/teacher --cuda --weights f32`):
+// the input transform into f32 rows (xf), then cuBLAS SGEMM-class products with f32 inputs and
+// CUBLAS_COMPUTE_32F_PEDANTIC: plain fp32 FMA arithmetic, never TF32 (nor any reduced-precision
+// tensor-core path), so the GPU differs from the CPU's f32 forward only in summation order.
+// Every n (decode too) takes this path.
+tq_status matmul_f32(tqc_be *b, const tq_be_mm *a)
+{
+    const int cols = (int)a->cols, n = (int)a->n;
+    const float *aux = a->pre == TQ_BE_PRE_NORM ? a->norm : a->up;
+    const bool fold = a->res && !a->post_norm;
+    switch (a->pre) {
+    case TQ_BE_PRE_NORM: pre_kernel<TQ_BE_PRE_NORM, float><<<(unsigned)n, 256, 0, b->stream>>>(a->x, aux, cols, a->eps, a->plus_one, b->xf); break;
+    case TQ_BE_PRE_SILU: pre_kernel<TQ_BE_PRE_SILU, float><<<(unsigned)n, 256, 0, b->stream>>>(a->x, aux, cols, a->eps, a->plus_one, b->xf); break;
+    case TQ_BE_PRE_GELU: pre_kernel<TQ_BE_PRE_GELU, float><<<(unsigned)n, 256, 0, b->stream>>>(a->x, aux, cols, a->eps, a->plus_one, b->xf); break;
+    default: pre_kernel<TQ_BE_PRE_NONE, float><<<(unsigned)n, 256, 0, b->stream>>>(a->x, aux, cols, a->eps, a->plus_one, b->xf); break;
+    }
+    int64_t R = 0;
+    bool one = a->n_out > 1 && !fold;
+    for (int i = 0; i < a->n_out; i++) {
+        const tq_be_out *o = &a->out[i];
+        if (i + 1 < a->n_out && (const char *)o->w.w + o->w.rows * cols * 4 != (const char *)a->out[i + 1].w.w)
+            one = false;
+        R += o->w.rows;
+    }
+    const float alpha = 1.0f;
+    if (one && R <= b->max_rows) {
+        const float beta = 0.0f;
+        const cublasStatus_t cs =
+            cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)R, n, cols, &alpha, a->out[0].w.w, CUDA_R_32F, cols,
+                         b->xf, CUDA_R_32F, cols, &beta, b->ys, CUDA_R_32F, (int)R, CUBLAS_COMPUTE_32F_PEDANTIC,
+                         CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS)
+            return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx f32 (%d x %d x %d): status %d", (int)R, n, cols, (int)cs);
+        scatter_outs so = {};
+        so.n = a->n_out;
+        for (int i = 0; i < a->n_out; i++) {
+            so.y[i] = a->out[i].y;
+            so.ldy[i] = a->out[i].ldy;
+            so.off[i + 1] = so.off[i] + (int)a->out[i].w.rows;
+        }
+        scatter_kernel<<<n, 256, 0, b->stream>>>(b->ys, so);
+        return TQ_OK;
+    }
+    for (int i = 0; i < a->n_out; i++) {
+        const tq_be_out *o = &a->out[i];
+        const int rows = (int)o->w.rows;
+        const float beta = fold ? 1.0f : 0.0f;
+        float *y = fold ? a->res : o->y;
+        const int ldy = fold ? rows : (int)o->ldy;
+        const cublasStatus_t cs =
+            cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, o->w.w, CUDA_R_32F, cols, b->xf,
+                         CUDA_R_32F, cols, &beta, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS)
+            return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx f32 (%d x %d x %d): status %d", rows, n, cols, (int)cs);
+    }
+    if (a->res && !fold)
+        add_norm_kernel<<<n, 256, 0, b->stream>>>(a->res, a->out[0].y, a->out[0].ldy, a->post_norm,
+                                                   (int)a->out[0].w.rows, a->eps, a->plus_one);
+    return TQ_OK;
+}
+
 tq_status be_matmul(void *ctx, const tq_be_mm *a)
 {
     tqc_be *b = (tqc_be *)ctx;
@@ -494,9 +721,14 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
     for (int i = 0; i < a->n_out; i++)
         if (a->out[i].w.native)
             return matmul_native(b, a);
+    int nf32 = 0;
+    for (int i = 0; i < a->n_out; i++)
+        nf32 += a->out[i].w.dtype == TQ_DTYPE_F32;
+    if (nf32 == a->n_out && b->xf)
+        return matmul_f32(b, a);
     for (int i = 0; i < a->n_out; i++)
         if (a->out[i].w.dtype != TQ_DTYPE_BF16)
-            return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend matmul: dense weights must be bf16");
+            return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend matmul: dense weights must be bf16 (or all f32)");
     const float *aux = a->pre == TQ_BE_PRE_NORM ? a->norm : a->up;
     const bool fold = a->res && !a->post_norm; // residual add inside the product
     if (n == 1 && b->gemv && cols % 8 == 0 && cols <= GEMV_MAXC) {
@@ -592,6 +824,19 @@ tq_status be_attend(void *ctx, void *kvp, int il, int64_t pos0, const float *k, 
                     int64_t n, float *out)
 {
     tqc_be *b = (tqc_be *)ctx;
+    if (b->kvf) { // the f32 cache: stateless here (its length is pos0 + n)
+        if (il < 0 || il >= b->kvf_layers || pos0 < 0 || pos0 + n > b->kvf_cap)
+            return TQC_FAIL(TQ_E_ARG, "CUDA backend attend (f32 cache): layer %d, tokens %lld..%lld of %lld", il,
+                            (long long)pos0, (long long)(pos0 + n), (long long)b->kvf_cap);
+        const int nkv = b->kvf_heads, hd = b->kvf_hd;
+        const size_t plane = (size_t)nkv * (size_t)b->kvf_cap * hd;
+        float *kc = b->kvf + (size_t)il * 2 * plane, *vc = kc + plane;
+        kvf32_append_kernel<<<(unsigned)n, 256, 0, b->stream>>>(k, v, nkv, hd, b->kvf_cap, pos0, kc, vc);
+        const size_t shm = ((size_t)hd + (size_t)(pos0 + n)) * 4;
+        attend_f32_kernel<<<dim3((unsigned)n, (unsigned)b->n_heads), 128, shm, b->stream>>>(
+            kc, vc, b->kvf_cap, b->n_heads / nkv, hd, pos0, q, b->n_heads, b->scale, out);
+        return TQ_OK;
+    }
     tq_cuda_kv *c = ((tq_cuda_kv **)kvp)[il];
     if (tq_cuda_kv_length(c) != pos0)
         return TQC_FAIL(TQ_E_ARG, "CUDA backend attend: layer %d holds %lld tokens, the forward appends at %lld", il,
@@ -623,6 +868,8 @@ extern "C" void tqc_be_free(tqc_be *b)
     if (b->gexec)
         cudaGraphExecDestroy(b->gexec);
     cudaFree(b->xb);
+    cudaFree(b->xf);
+    cudaFree(b->kvf);
     cudaFree(b->ys);
     cudaFree(b->tok);
     cudaFree(b->qact);
@@ -656,6 +903,8 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows
     cudaError_t e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&b->xb, (size_t)max_n * (size_t)max_cols * 2);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&b->xf, (size_t)max_n * (size_t)max_cols * 4);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&b->ys, (size_t)max_n * (size_t)max_rows * 4);
     if (e == cudaSuccess)
@@ -804,4 +1053,42 @@ extern "C" void tqc_be_graph_counts(const tqc_be *b, long *inst, long *update)
 {
     *inst = b->n_inst;
     *update = b->n_update;
+}
+
+extern "C" tq_status tqc_be_kv_f32(tqc_be *b, int n_layers, int n_kv_heads, int head_dim, int64_t cap, size_t *bytes)
+{
+    if (n_layers < 1 || n_kv_heads < 1 || head_dim < 1 || cap < 1 || b->n_heads % n_kv_heads)
+        return TQC_FAIL(TQ_E_ARG, "CUDA backend: f32 cache of %d layers, %d kv heads, head_dim %d, %lld tokens",
+                        n_layers, n_kv_heads, head_dim, (long long)cap);
+    int dev = 0, optin = 0;
+    TQC_CUDA(cudaGetDevice(&dev));
+    TQC_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const size_t shm = ((size_t)head_dim + (size_t)cap) * 4;
+    if (shm + 32 * 4 > (size_t)optin)
+        return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend: the f32 cache's attention keeps a row of scores in shared "
+                        "memory: %lld tokens need %zu bytes, this GPU has %d per block (use n_ctx <= %lld)",
+                        (long long)cap, shm, optin, (long long)(optin / 4 - head_dim - 64));
+    TQC_CUDA(cudaFuncSetAttribute(attend_f32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+    const size_t n = (size_t)n_layers * 2 * n_kv_heads * (size_t)cap * head_dim * 4;
+    cudaFree(b->kvf);
+    b->kvf = nullptr;
+    TQC_CUDA(cudaMalloc((void **)&b->kvf, n));
+    TQC_CUDA(cudaMemsetAsync(b->kvf, 0, n, b->stream));
+    b->kvf_layers = n_layers;
+    b->kvf_heads = n_kv_heads;
+    b->kvf_hd = head_dim;
+    b->kvf_cap = cap;
+    if (bytes)
+        *bytes = n;
+    return TQ_OK;
+}
+
+extern "C" tq_status tqc_be_row_stats(tqc_be *b, const float *lg, int rows, int vocab, const int32_t *ids, int k,
+                                      float *picked, double *lse, int32_t *am)
+{
+    if (rows < 1)
+        return TQ_OK;
+    row_stats_kernel<<<(unsigned)rows, 256, 0, b->stream>>>(lg, vocab, ids, k, picked, lse, am);
+    TQC_CUDA(cudaGetLastError());
+    return TQ_OK;
 }

@@ -57,6 +57,18 @@ void tqc_be_set_pdl(tqc_be *b, int on);
  * its host-side state and runs the step eagerly. Errors of the capture are cleared. */
 tq_status tqc_be_graph_begin(tqc_be *b);
 int tqc_be_graph_end(tqc_be *b, int launch);
+/* An f32 KV cache inside the context (the evaluation path): n_layers x K/V x n_kv_heads x cap x
+ * head_dim floats; from then on attend ignores the forward's tq_cuda_kv handles and appends to /
+ * attends over these rows (causal, fp32; the cache's length is the forward's position). Refused
+ * (TQ_E_UNSUPPORTED) when a row of cap scores does not fit the GPU's shared memory per block.
+ * *bytes (may be NULL) = the cache's device bytes. */
+tq_status tqc_be_kv_f32(tqc_be *b, int n_layers, int n_kv_heads, int head_dim, int64_t cap,
+                        size_t *bytes);
+/* Per device logits row r < rows (vocab floats each, at lg): lse[r] = log-sum-exp in double,
+ * am[r] = first index of the largest logit, picked[r * k + j] = the logit of id ids[r * k + j]
+ * (device arrays; NULL lse / am skip; k may be 0). Enqueued on the context's stream. */
+tq_status tqc_be_row_stats(tqc_be *b, const float *lg, int rows, int vocab, const int32_t *ids,
+                           int k, float *picked, double *lse, int32_t *am);
 /* instantiations and in-place updates of the step graph so far */
 void tqc_be_graph_counts(const tqc_be *b, long *inst, long *update);
 

@@ -245,6 +245,20 @@ void tqc_be_graph_counts(const tqc_be *b, long *inst, long *update)
     *inst = *update = 0;
 }
 
+tq_status tqc_be_kv_f32(tqc_be *b, int n_layers, int n_kv_heads, int head_dim, int64_t cap,
+                        size_t *bytes)
+{
+    (void)b, (void)n_layers, (void)n_kv_heads, (void)head_dim, (void)cap, (void)bytes;
+    return NO_CUDA("tqc_be_kv_f32");
+}
+
+tq_status tqc_be_row_stats(tqc_be *b, const float *lg, int rows, int vocab, const int32_t *ids,
+                           int k, float *picked, double *lse, int32_t *am)
+{
+    (void)b, (void)lg, (void)rows, (void)vocab, (void)ids, (void)k, (void)picked, (void)lse, (void)am;
+    return NO_CUDA("tqc_be_row_stats");
+}
+
 /* never called: tqc_be_create() fails first */
 const tq_backend tq_backend_cuda = {"cuda (not built)", 0, 0, 0, 0, 0, 0, 0};
 #else

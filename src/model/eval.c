@@ -80,10 +80,153 @@ tq_status tq_evl_window(tq_session *s, const int32_t *buf, int ctx, int vocab, f
     return tq_session_eval_all(s, buf + skip, ctx - skip, lg, (int64_t)(ctx - skip) * vocab);
 }
 
+tq_status tq_evl_open(tq_model *m, tq_kv_scheme kv, int ctx, int cuda, tq_evl *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->vocab = m->cfg.vocab;
+    ev->ctx = ctx;
+    if (cuda)
+        return tq_cuda_session_create(m, kv, ctx, &ev->gpu);
+    return tq_evl_session(m, kv, ctx, &ev->cpu);
+}
+
+void tq_evl_close(tq_evl *ev)
+{
+    tq_session_free(ev->cpu);
+    tq_cuda_session_free(ev->gpu);
+    ev->cpu = NULL;
+    ev->gpu = NULL;
+}
+
+size_t tq_evl_kv_bytes(const tq_evl *ev)
+{
+    if (ev->gpu) {
+        size_t kv = 0;
+        tq_cuda_session_bytes(ev->gpu, NULL, &kv);
+        return ev->ctx > 0 ? kv / (size_t)ev->ctx : 0;
+    }
+    tq_kv_usage u;
+    tq_session_kv_bytes(ev->cpu, &u);
+    return u.bytes_per_token;
+}
+
+tq_status tq_evl_score(tq_evl *ev, const int32_t *buf, int n_rows, float *lg, float *logits,
+                       const int32_t *ids, int k, float *picked, double *lse, int32_t *argmax)
+{
+    const int ctx = ev->ctx, vocab = ev->vocab, h = ctx / 2;
+    tq_status st;
+    if (ev->gpu) {
+        tq_cuda_session_reset(ev->gpu);
+        /* rows h .. ctx-1 come back; only the first n_rows carry statistics: the ids of the
+         * rest are -1 (their picks are not read) -- callers pass ids for n_rows rows, so the
+         * statistics go to buffers of ctx/2 rows here */
+        if (n_rows == h || (!lse && !argmax && !(k > 0 && picked)))
+            return tq_cuda_session_eval_rows(ev->gpu, buf, ctx, h, logits, ids, k, picked, lse,
+                                             argmax);
+        int32_t *id2 = tq_malloc((size_t)h * (size_t)(k > 0 ? k : 1) * 4);
+        float *pk2 = tq_malloc((size_t)h * (size_t)(k > 0 ? k : 1) * 4);
+        double *l2 = tq_malloc((size_t)h * 8);
+        int32_t *a2 = tq_malloc((size_t)h * 4);
+        if (!id2 || !pk2 || !l2 || !a2) {
+            st = TQ_FAIL(TQ_E_NOMEM, "tq_evl_score: out of memory");
+        } else {
+            for (int64_t i = 0; i < (int64_t)h * k; i++)
+                id2[i] = i < (int64_t)n_rows * k ? ids[i] : -1;
+            st = tq_cuda_session_eval_rows(ev->gpu, buf, ctx, h, logits, id2, k,
+                                           picked ? pk2 : NULL, l2, a2);
+            if (!st) {
+                if (picked)
+                    memcpy(picked, pk2, (size_t)n_rows * (size_t)k * 4);
+                if (lse)
+                    memcpy(lse, l2, (size_t)n_rows * 8);
+                if (argmax)
+                    memcpy(argmax, a2, (size_t)n_rows * 4);
+            }
+        }
+        tq_free(id2);
+        tq_free(pk2);
+        tq_free(l2);
+        tq_free(a2);
+        return st;
+    }
+    int first;
+    if ((st = tq_evl_window(ev->cpu, buf, ctx, vocab, lg, &first)))
+        return st;
+    if (logits)
+        memcpy(logits, lg + (size_t)(h - first) * vocab, (size_t)(ctx - h) * vocab * 4);
+    for (int i = 0; i < n_rows; i++) {
+        const float *row = lg + (size_t)(h + i - first) * vocab;
+        if (lse || argmax) {
+            int am;
+            const double l = tq_evl_row_lse(row, vocab, &am);
+            if (lse)
+                lse[i] = l;
+            if (argmax)
+                argmax[i] = am;
+        }
+        for (int j = 0; picked && j < k; j++) {
+            const int32_t id = ids[(size_t)i * k + j];
+            picked[(size_t)i * k + j] = id >= 0 && id < vocab ? row[id] : 0.0f;
+        }
+    }
+    return TQ_OK;
+}
+
 tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32_t bos,
                       tq_kv_scheme kv,
                       int ctx, int64_t max_windows, tq_eval_progress_fn progress, void *user,
                       tq_ppl_result *out)
+{
+    return tq_eval_ppl_dev(m, tokens, n_tokens, bos, kv, ctx, max_windows, 0, progress, user,
+                           out);
+}
+
+/* ppl on the GPU: per window only each scored row's log-sum-exp and its next token's logit
+ * come back (tq_evl_score) */
+static tq_status ppl_gpu(tq_model *m, const int32_t *tokens, int32_t bos, tq_kv_scheme kv,
+                         int ctx, int64_t nw, tq_eval_progress_fn progress, void *user,
+                         tq_ppl_result *out)
+{
+    const int ns = ctx / 2 - 1;
+    tq_evl ev;
+    tq_status st = tq_evl_open(m, kv, ctx, 1, &ev);
+    int32_t *buf = tq_malloc((size_t)ctx * 4), *ids = tq_malloc((size_t)ns * 4);
+    float *pk = tq_malloc((size_t)ns * 4);
+    double *lse = tq_malloc((size_t)ns * 8);
+    if (!st && (!buf || !ids || !pk || !lse))
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_ppl: out of memory");
+    const double t0 = now_s();
+    double nll = 0.0;
+    int64_t n = 0;
+    for (int64_t w = 0; w < nw && !st; w++) {
+        tq_evl_window_tokens(bos, tokens, w, ctx, buf);
+        for (int i = 0; i < ns; i++)
+            ids[i] = tokens[w * ctx + ctx / 2 + i + 1];
+        if ((st = tq_evl_score(&ev, buf, ns, NULL, NULL, ids, 1, pk, lse, NULL)))
+            break;
+        for (int i = 0; i < ns; i++, n++)
+            nll += lse[i] - (double)pk[i];
+        if (progress)
+            progress(user, w + 1, nw);
+    }
+    if (!st) {
+        out->n_scored = n;
+        out->n_windows = nw;
+        out->nll = nll / (double)n;
+        out->ppl = exp(out->nll);
+        out->seconds = now_s() - t0;
+    }
+    tq_evl_close(&ev);
+    tq_free(buf);
+    tq_free(ids);
+    tq_free(pk);
+    tq_free(lse);
+    return st;
+}
+
+tq_status tq_eval_ppl_dev(tq_model *m, const int32_t *tokens, int64_t n_tokens, int32_t bos,
+                          tq_kv_scheme kv, int ctx, int64_t max_windows, int cuda,
+                          tq_eval_progress_fn progress, void *user, tq_ppl_result *out)
 {
     int64_t nw = 0;
     tq_status st;
@@ -92,6 +235,8 @@ tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int3
     memset(out, 0, sizeof(*out));
     if ((st = tq_evl_check("tq_eval_ppl", tokens, n_tokens, ctx, max_windows, &nw)))
         return st;
+    if (cuda)
+        return ppl_gpu(m, tokens, bos, kv, ctx, nw, progress, user, out);
     const int vocab = m->cfg.vocab;
     tq_session *s = NULL;
     int32_t *buf = tq_malloc((size_t)ctx * sizeof(int32_t));

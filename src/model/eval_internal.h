@@ -26,6 +26,26 @@ tq_status tq_evl_session(tq_model *m, tq_kv_scheme kv, int ctx, tq_session **s);
 tq_status tq_evl_window(tq_session *s, const int32_t *buf, int ctx, int vocab, float *lg,
                         int *first);
 
+/* An evaluator: a CPU session, or (cuda) a GPU session (tq_cuda_session) of the same scheme.
+ * Every window goes through a reset one. */
+typedef struct tq_evl {
+    tq_session *cpu;
+    tq_cuda_session *gpu;
+    int vocab, ctx;
+} tq_evl;
+tq_status tq_evl_open(tq_model *m, tq_kv_scheme kv, int ctx, int cuda, tq_evl *ev);
+void tq_evl_close(tq_evl *ev);
+/* bytes of K+V per token of the evaluator's cache */
+size_t tq_evl_kv_bytes(const tq_evl *ev);
+/* One window (buf, ctx tokens) through a reset evaluator; for each scored row i of the
+ * positions ctx/2 + i, i < n_rows (n_rows <= ctx/2): lse[i], argmax[i] (may be NULL) as
+ * tq_evl_row_lse, and picked[i * k + j] = the logit of ids[i * k + j] (k may be 0); logits (may
+ * be NULL; ctx/2 x vocab) = the rows of positions ctx/2 .. ctx-1. On the CPU these come from the
+ * full logits rows (lg, ctx x vocab scratch) with exactly the expressions tq_evl_row_lse and a
+ * row lookup; on the GPU from the device (only these values cross the bus). */
+tq_status tq_evl_score(tq_evl *ev, const int32_t *buf, int n_rows, float *lg, float *logits,
+                       const int32_t *ids, int k, float *picked, double *lse, int32_t *argmax);
+
 /* qsort comparator of floats (ascending) and the interpolated percentile p of a sorted array. */
 int tq_evl_cmp_f(const void *a, const void *b);
 double tq_evl_pct(const float *sorted, int64_t n, double p);

@@ -227,9 +227,22 @@ static void att_task(void *ctx, int ith, int nth)
     float *Kf = sc + (size_t)group * ctx64, *Vf = Kf + (size_t)c->n_ctx * hd;
     /* AVX2 reads plain rows in place (f16/bf16 widened in registers) */
     const int in_place = kind == TQ_KV_F32 || (is_plain(kind) && j->isa == TQ_ISA_AVX2);
+    /* Prefill (several query blocks): a causal block's cost grows with its index (block qb
+     * reads about 2 qb + 1 blocks of keys), so a contiguous split left the last thread most of
+     * the work (Gemma 3, one kv head, 8 blocks on 2 threads: 48 of 64 parts). The units are
+     * dealt in snake order (threads 0..nth-1, then nth-1..0, ...): 32 / 32 there. Decode (one
+     * block) keeps contiguous units, which share a kv head's window in cache. */
+    const int64_t n_units = (int64_t)c->n_kv_heads * j->n_qb * j->n_hs;
+    const int snake = j->n_qb > 1 && nth > 1;
     int64_t u0, u1;
-    tq_split_range((int64_t)c->n_kv_heads * j->n_qb * j->n_hs, ith, nth, &u0, &u1);
+    tq_split_range(n_units, ith, nth, &u0, &u1);
+    if (snake) {
+        u0 = 0;
+        u1 = n_units;
+    }
     for (int64_t u = u0; u < u1; u++) {
+        if (snake && (u / nth % 2 ? nth - 1 - u % nth : u % nth) != ith)
+            continue;
         const int g = (int)(u / (j->n_qb * j->n_hs));
         const int64_t qb = u / j->n_hs % j->n_qb, hs = u % j->n_hs;
         const int64_t i0 = qb * j->qblk;

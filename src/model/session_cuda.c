@@ -4,8 +4,11 @@
  * view each, f32 norms, biases and RoPE tables) into a tq_fwd_weights of device pointers, makes
  * one device KV cache per layer and device run-state buffers for a chunk of tokens; eval runs
  * tq_forward_run() chunk by chunk. Every architecture the CPU forward runs is run here; native
- * formats without a GPU kernel are dequantized to bf16 at upload. Refused by name: dense weights
- * that are not bf16 (f32/f16) and a
+ * formats without a GPU kernel are dequantized to bf16 at upload. Dense f32 weights (the
+ * evaluation path, `--cuda --weights f32`) stay f32: cuBLAS products with f32 inputs and fp32
+ * pedantic compute (no TF32). An f32 KV scheme is the backend's own f32 cache (tqc_be_kv_f32:
+ * plain rows, fp32 causal attention; chunks of up to 512 tokens). Refused by name: dense f16
+ * weights and a
  * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
  * whole context; with n_ctx <= window that is the same attention). Builds without CUDA get
  * TQ_E_UNSUPPORTED from the backend. */
@@ -34,6 +37,8 @@ struct tq_cuda_session {
     tq_cuda_qmat *qm;         /* native matrices' device views (host array), n_qm used  */
     int n_qm, cap_qm;
     tq_qmat q_head;           /* the output layer's native view (.f NULL: dense bf16)   */
+    int f32w;                 /* dense f32 weights (uploaded as f32)                    */
+    int kvf;                  /* the backend's f32 KV cache (kv[] unused, NULL)          */
     char kernels[256];        /* tq_cuda_session_kernels()                              */
 };
 
@@ -169,6 +174,10 @@ static tq_status up_mat(tq_cuda_session *s, const tq_model *m, const void *dense
         note_kernel(s, k);
         return TQ_OK;
     }
+    if (s->f32w && !(q && q->f)) {
+        note_kernel(s, "f32 GEMM (cuBLAS fp32 pedantic)");
+        return up(s, dense, (size_t)rows * (size_t)cols * 4, dst);
+    }
     if (q && q->f) {
         char k[64];
         snprintf(k, sizeof(k), "%s as bf16 (no GPU kernel)", q->f->name);
@@ -196,6 +205,17 @@ static tq_status up_job(tq_cuda_session *s, const tq_model *m, int n, const void
     int any = 0;
     for (int i = 0; i < n; i++)
         any |= gpu_view(q[i], (const void *)(uintptr_t)256, &v);
+    if (s->f32w && !any) { /* dense f32: one allocation, f32 rows */
+        const void *src[4];
+        size_t nb[4];
+        for (int i = 0; i < n; i++) {
+            memset(dq[i], 0, sizeof(*dq[i]));
+            src[i] = dense[i];
+            nb[i] = (size_t)rows[i] * (size_t)cols * 4;
+        }
+        note_kernel(s, "f32 GEMM (cuBLAS fp32 pedantic)");
+        return up_cat(s, src, nb, n, dst);
+    }
     if (any) {
         for (int i = 0; i < n && !st; i++)
             st = up_mat(s, m, dense[i], q[i], rows[i], cols, &dst[i], dq[i]);
@@ -249,9 +269,9 @@ void tq_cuda_session_free(tq_cuda_session *s)
 static const char *refusal(const tq_model *m, int64_t n_ctx, char *buf, size_t cap)
 {
     const tq_model_config *c = &m->cfg;
-    if (!m->native && m->wtype != TQ_DTYPE_BF16) {
-        snprintf(buf, cap, "%s weights; the GPU forward takes BF16 (tq_model_opts.weight_type = "
-                 "TQ_DTYPE_BF16, the default)", m->wtype == TQ_DTYPE_F32 ? "F32" : "F16");
+    if (!m->native && m->wtype != TQ_DTYPE_BF16 && m->wtype != TQ_DTYPE_F32) {
+        snprintf(buf, cap, "F16 weights; the GPU forward takes BF16 or F32 (tq_model_opts."
+                 "weight_type)");
         return buf;
     }
     if (c->n_heads % c->n_kv_heads) {
@@ -291,7 +311,8 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_create: %s: %s model: the GPU forward "
                        "does not run %s", m->path ? m->path : "model",
                        m->info.arch_name ? m->info.arch_name : "this", why);
-    tq_status st = tq_cuda_kv_supported(kv, c->head_dim);
+    const int kvf = kv.kind == TQ_KV_F32;
+    tq_status st = kvf ? TQ_OK : tq_cuda_kv_supported(kv, c->head_dim);
     if (st)
         return st;
     tq_cuda_session *s = tq_calloc(1, sizeof(*s));
@@ -302,6 +323,10 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
     s->graph = 1;
     const int group = c->n_heads / c->n_kv_heads;
     s->chunk = 64 / group < 1 ? 1 : 64 / group; /* the attention kernel's rows per pass */
+    s->f32w = !m->native && m->wtype == TQ_DTYPE_F32;
+    s->kvf = kvf;
+    if (kvf) /* the f32 cache's attention takes any number of rows: a window in one pass */
+        s->chunk = n_ctx < 512 ? (int)n_ctx : 512;
     const size_t dim = c->hidden, qd = (size_t)c->n_heads * c->head_dim,
                  kvd = (size_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden, C = s->chunk;
     size_t mx = dim > qd ? dim : qd;
@@ -323,13 +348,14 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         st = TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory");
         goto fail;
     }
-    const size_t vb = (size_t)c->vocab * dim * 2;
+    const size_t vb = (size_t)c->vocab * dim * (s->f32w ? 4 : 2);
     void *embed = NULL, *lm_head = NULL;
     float *fnorm = NULL, *ifr = NULL, *ifl = NULL;
     { /* the lookup's rows as bf16 (a native embedding dequantized); the head packed if native */
-        const void *hb;
-        uint16_t *tmp;
-        TRY(host_bf16(m, m->embed, &m->q_embed, c->vocab, dim, &hb, &tmp));
+        const void *hb = m->embed;
+        uint16_t *tmp = NULL;
+        if (!s->f32w)
+            TRY(host_bf16(m, m->embed, &m->q_embed, c->vocab, dim, &hb, &tmp));
         st = up(s, hb, vb, &embed);
         tq_free(tmp);
         TRY(st);
@@ -382,11 +408,15 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         tq_kv_scheme ls = kv;
         if (kv.kind == TQ_KV_TURBO && tq_model_config_layer_is_sliding(c, il))
             ls = (tq_kv_scheme){.kind = TQ_KV_BF16};
+        if (kvf)
+            continue;
         TRY(tq_cuda_kv_create(ls, c->head_dim, c->n_kv_heads, n_ctx, 1, &s->kv[il]));
         tqc_be_bind_kv(s->be, s->kv[il], 1);
         s->kv_bytes += tqc_be_kv_bytes(s->kv[il]);
     }
-    s->fw = (tq_fwd_weights){&s->cfg, TQ_DTYPE_BF16, s->layers, embed, lm_head, NULL, &s->q_head,
+    if (kvf)
+        TRY(tqc_be_kv_f32(s->be, c->n_layers, c->n_kv_heads, c->head_dim, n_ctx, &s->kv_bytes));
+    s->fw = (tq_fwd_weights){&s->cfg, s->f32w ? TQ_DTYPE_F32 : TQ_DTYPE_BF16, s->layers, embed, lm_head, NULL, &s->q_head,
                              fnorm, ifr, ifl, 1};
     {
         tq_run_state *r = &s->rs;
@@ -448,7 +478,8 @@ tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_
         const int last = t0 + k == n && logits_last;
         const tq_fwd_item it = {s->kv, s->n_past, tokens + t0, k};
         tq_status st;
-        if (k == 1 && s->graph && graph_step(s, &it, last ? s->logits : NULL)) {
+        if (k == 1 && s->graph && !s->kvf && !s->f32w &&
+            graph_step(s, &it, last ? s->logits : NULL)) {
             s->n_past += k;
             continue;
         }
@@ -466,6 +497,93 @@ tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_
     return TQ_OK;
 }
 
+/* the rows [a, b) of this chunk's logits (device, row 0 = the chunk's first token) that the
+ * caller asked for: to the host and / or through the row statistics */
+static tq_status rows_out(tq_cuda_session *s, int64_t a, int64_t b, int64_t first, float *logits,
+                          const int32_t *ids, int k, float *picked, double *lse, int32_t *argmax,
+                          int64_t t0, void *dscratch)
+{
+    const int vocab = s->cfg.vocab, nr = (int)(b - a);
+    const float *src = s->logits + (size_t)(a - t0) * vocab;
+    const int64_t r0 = a - first; /* the caller's row index */
+    tq_status st;
+    if (logits && (st = tqc_be_download(s->be, logits + (size_t)r0 * vocab, src,
+                                        (size_t)nr * vocab * 4)))
+        return st;
+    if (!lse && !argmax && !(k > 0 && picked))
+        return TQ_OK;
+    /* device scratch: ids (nr x k int32), picked (nr x k), lse (nr double), argmax (nr int32) */
+    uint8_t *d = dscratch;
+    int32_t *d_ids = (int32_t *)d;
+    float *d_pk = (float *)(d + (size_t)nr * k * 4);
+    double *d_lse = (double *)(d + ((size_t)nr * k * 8 + 7) / 8 * 8);
+    int32_t *d_am = (int32_t *)(d_lse + nr);
+    const int kk = picked ? k : 0;
+    if (kk > 0 && (st = tqc_be_upload(s->be, d_ids, ids + (size_t)r0 * k, (size_t)nr * k * 4)))
+        return st;
+    if ((st = tqc_be_row_stats(s->be, src, nr, vocab, d_ids, kk, d_pk, d_lse, d_am)))
+        return st;
+    if (kk > 0 && (st = tqc_be_download(s->be, picked + (size_t)r0 * k, d_pk, (size_t)nr * k * 4)))
+        return st;
+    if (lse && (st = tqc_be_download(s->be, lse + r0, d_lse, (size_t)nr * 8)))
+        return st;
+    if (argmax && (st = tqc_be_download(s->be, argmax + r0, d_am, (size_t)nr * 4)))
+        return st;
+    return TQ_OK;
+}
+
+tq_status tq_cuda_session_eval_rows(tq_cuda_session *s, const int32_t *tokens, int64_t n,
+                                    int64_t first, float *logits, const int32_t *ids, int k,
+                                    float *picked, double *lse, int32_t *argmax)
+{
+    if (!tq_cuda_compiled())
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_eval_rows: no CUDA support in this "
+                       "build (configure with the CUDA toolkit installed)");
+    if (!s || !tokens)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval_rows: NULL %s", !s ? "session" : "tokens");
+    if (n < 1 || first < 0 || first >= n || k < 0 || (k > 0 && picked && !ids))
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval_rows: n %lld, first %lld, k %d (need "
+                       "0 <= first < n, ids with k > 0)", (long long)n, (long long)first, k);
+    if (s->n_past + n > s->n_ctx)
+        return TQ_FAIL(TQ_E_OVERFLOW, "tq_cuda_session_eval_rows: %lld + %lld tokens exceed n_ctx "
+                       "%lld", (long long)s->n_past, (long long)n, (long long)s->n_ctx);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->cfg.vocab)
+            return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval_rows: token %lld is %d (valid: 0..%d)",
+                           (long long)i, (int)tokens[i], s->cfg.vocab - 1);
+    void *scratch = NULL;
+    tq_status st = TQ_OK;
+    if (lse || argmax || (k > 0 && picked)) {
+        const size_t C = (size_t)s->chunk;
+        st = tqc_be_alloc(s->be, &scratch, C * (size_t)k * 8 + C * 16 + 64, NULL);
+        if (st)
+            return st;
+    }
+    /* chunks of s->chunk tokens, cut at `first` too: the rows before it need no logits */
+    for (int64_t t0 = 0; t0 < n && !st;) {
+        int64_t end = t0 + s->chunk < n ? t0 + s->chunk : n;
+        if (t0 < first && end > first)
+            end = first;
+        const int kn = (int)(end - t0), want = end > first;
+        const tq_fwd_item it = {s->kv, s->n_past, tokens + t0, kn};
+        st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, &it, 1,
+                            want ? s->logits : NULL, want);
+        if (st == TQ_OK)
+            st = tqc_be_status(s->be);
+        if (st != TQ_OK)
+            break;
+        s->n_past += kn;
+        if (want)
+            st = rows_out(s, t0, end, first, logits, ids, k, picked, lse, argmax, t0, scratch);
+        t0 = end;
+    }
+    if (scratch) {
+        tqc_be_sync(s->be);
+        tqc_be_dfree(scratch);
+    }
+    return st;
+}
+
 int64_t tq_cuda_session_n_past(const tq_cuda_session *s)
 {
     return s ? s->n_past : 0;
@@ -477,7 +595,8 @@ void tq_cuda_session_reset(tq_cuda_session *s)
         return;
     tqc_be_sync(s->be);
     for (int il = 0; il < s->cfg.n_layers; il++)
-        tq_cuda_kv_set_length(s->kv[il], 0);
+        if (s->kv[il])
+            tq_cuda_kv_set_length(s->kv[il], 0);
     s->n_past = 0;
 }
 
@@ -492,7 +611,7 @@ tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opt
 {
     if (!s || !o)
         return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_set_opts: NULL %s", !s ? "session" : "options");
-    for (int il = 0; il < s->cfg.n_layers; il++) {
+    for (int il = 0; il < s->cfg.n_layers && !s->kvf; il++) {
         const tq_status st = tq_cuda_kv_set_opts(s->kv[il], &o->kv);
         if (st != TQ_OK)
             return st;

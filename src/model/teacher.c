@@ -177,18 +177,20 @@ tq_status tq_teacher_write(tq_model *m, const int32_t *tokens, int64_t n_tokens,
                           .model_fp = tq_model_fingerprint(m), .text_hash = o->text_hash,
                           .tokenizer_fp = o->tokenizer_fp};
     tq_kv_scheme_name(o->kv, in.kv, sizeof(in.kv));
-    tq_session *s = NULL;
+    tq_evl ev = {0};
     tq_atomic_file *af = NULL;
     int32_t *buf = tq_malloc((size_t)ctx * sizeof(int32_t));
-    float *lg = tq_malloc((size_t)ctx * (size_t)vocab * sizeof(float));
+    /* lg: the CPU session's window scratch; rows: the logits of positions ctx/2 .. ctx-1 */
+    float *lg = o->cuda ? NULL : tq_malloc((size_t)ctx * (size_t)vocab * sizeof(float));
+    float *rows = tq_malloc((size_t)(ctx - ctx / 2) * (size_t)vocab * sizeof(float));
     td_pair *pr = tq_malloc((size_t)vocab * sizeof(td_pair));
     int32_t *ids = tq_malloc((size_t)k * sizeof(int32_t));
     float *vals = tq_malloc((size_t)k * sizeof(float));
-    if (!buf || !lg || !pr || !ids || !vals) {
+    if (!buf || (!lg && !o->cuda) || !rows || !pr || !ids || !vals) {
         st = TQ_FAIL(TQ_E_NOMEM, "tq_teacher_write: out of memory (%d x %d logits)", ctx, vocab);
         goto done;
     }
-    if ((st = tq_evl_session(m, o->kv, ctx, &s)))
+    if ((st = tq_evl_open(m, o->kv, ctx, o->cuda, &ev)))
         goto done;
     if ((st = tq_atomic_file_open(path, &af)))
         goto done;
@@ -204,12 +206,11 @@ tq_status tq_teacher_write(tq_model *m, const int32_t *tokens, int64_t n_tokens,
     put(&out, tokens, (size_t)(nw * ctx) * sizeof(int32_t));
     double nll = 0.0, tail_sum = 0.0, tail_max = 0.0;
     for (int64_t w = 0; w < nw; w++) {
-        int first;
         tq_evl_window_tokens(bos, tokens, w, ctx, buf);
-        if ((st = tq_evl_window(s, buf, ctx, vocab, lg, &first)))
+        if ((st = tq_evl_score(&ev, buf, 0, lg, rows, NULL, 0, NULL, NULL, NULL)))
             goto done;
         for (int i = 0; i < ns; i++) {
-            const float *row = lg + (size_t)(ctx / 2 + i - first) * vocab;
+            const float *row = rows + (size_t)i * vocab;
             const double lse = tq_evl_row_lse(row, vocab, NULL);
             const int32_t next = tokens[w * ctx + ctx / 2 + i + 1];
             for (int v = 0; v < vocab; v++)
@@ -260,9 +261,10 @@ tq_status tq_teacher_write(tq_model *m, const int32_t *tokens, int64_t n_tokens,
 done:
     if (af)
         tq_atomic_file_abort(af);
-    tq_session_free(s);
+    tq_evl_close(&ev);
     tq_free(buf);
     tq_free(lg);
+    tq_free(rows);
     tq_free(pr);
     tq_free(ids);
     tq_free(vals);
@@ -455,6 +457,15 @@ tq_status tq_eval_kl_teacher(tq_model *m, const char *path, uint64_t text_hash,
                              tq_eval_progress_fn progress, void *user, tq_kl_stats *out,
                              tq_teacher_info *info)
 {
+    return tq_eval_kl_teacher_dev(m, path, text_hash, tokenizer_fp, students, n_students, 0,
+                                  progress, user, out, info);
+}
+
+tq_status tq_eval_kl_teacher_dev(tq_model *m, const char *path, uint64_t text_hash,
+                                 uint64_t tokenizer_fp, const tq_kv_scheme *students,
+                                 int n_students, int cuda, tq_eval_progress_fn progress,
+                                 void *user, tq_kl_stats *out, tq_teacher_info *info)
+{
     tq_teacher_info in;
     tq_status st;
     if (!m || !path || n_students < 1 || !students || !out)
@@ -479,22 +490,27 @@ tq_status tq_eval_kl_teacher(tq_model *m, const char *path, uint64_t text_hash,
     const int vocab = in.vocab, ctx = in.ctx, ns = ctx / 2 - 1, k = in.top_k;
     const int64_t nw = in.n_windows, n_all = in.n_scored;
     td_in r = {.path = path};
-    tq_session **ss = tq_calloc((size_t)n_students, sizeof(*ss));
+    const int k1 = k + 1; /* per row: the teacher's top-K ids, then the next token */
+    tq_evl *ss = tq_calloc((size_t)n_students, sizeof(*ss));
     int32_t *tok = tq_malloc((size_t)(nw * ctx) * 4u), *buf = tq_malloc((size_t)ctx * 4u);
-    float *lg = tq_malloc((size_t)ctx * (size_t)vocab * sizeof(float));
+    float *lg = cuda ? NULL : tq_malloc((size_t)ctx * (size_t)vocab * sizeof(float));
     td_rec *recs = tq_malloc((size_t)ns * sizeof(td_rec));
     int32_t *ids = tq_malloc((size_t)ns * (size_t)k * 4u);
     float *vals = tq_malloc((size_t)ns * (size_t)k * 4u);
+    int32_t *ids1 = tq_malloc((size_t)ns * (size_t)k1 * 4u), *ams = tq_malloc((size_t)ns * 4u);
+    float *pk = tq_malloc((size_t)ns * (size_t)k1 * 4u);
+    double *lses = tq_malloc((size_t)ns * 8u);
     float *kls = tq_malloc((size_t)n_students * (size_t)n_all * sizeof(float));
     double *sum_kl = tq_calloc((size_t)n_students, sizeof(double));
     double *nll = tq_calloc((size_t)n_students, sizeof(double));
     int64_t *agree = tq_calloc((size_t)n_students, sizeof(int64_t));
-    if (!ss || !tok || !buf || !lg || !recs || !ids || !vals || !kls || !sum_kl || !nll || !agree) {
+    if (!ss || !tok || !buf || (!lg && !cuda) || !recs || !ids || !vals || !ids1 || !ams || !pk ||
+        !lses || !kls || !sum_kl || !nll || !agree) {
         st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_kl_teacher: out of memory (%d x %d logits)", ctx, vocab);
         goto done;
     }
     for (int s = 0; s < n_students; s++)
-        if ((st = tq_evl_session(m, students[s], ctx, &ss[s])))
+        if ((st = tq_evl_open(m, students[s], ctx, cuda, &ss[s])))
             goto done;
     /* second pass over the file (read_all checked it whole): ids, then each window's records */
     tq_teacher_info again;
@@ -511,14 +527,17 @@ tq_status tq_eval_kl_teacher(tq_model *m, const char *path, uint64_t text_hash,
             if ((st = get_rec(&r, &in, &recs[i], ids + (size_t)i * k, vals + (size_t)i * k)))
                 goto done;
         tq_evl_window_tokens(in.bos, tok, w, ctx, buf);
+        for (int i = 0; i < ns; i++) {
+            memcpy(ids1 + (size_t)i * k1, ids + (size_t)i * k, (size_t)k * 4u);
+            ids1[(size_t)i * k1 + k] = (int32_t)recs[i].next;
+        }
         for (int s = 0; s < n_students; s++) {
-            int first;
-            if ((st = tq_evl_window(ss[s], buf, ctx, vocab, lg, &first)))
+            if ((st = tq_evl_score(&ss[s], buf, ns, lg, NULL, ids1, k1, pk, lses, ams)))
                 goto done;
             for (int i = 0; i < ns; i++) {
-                const float *row = lg + (size_t)(ctx / 2 + i - first) * vocab;
-                int am;
-                const double lse = tq_evl_row_lse(row, vocab, &am);
+                const float *pv = pk + (size_t)i * k1; /* the row's logits of ids1 */
+                const int am = ams[i];
+                const double lse = lses[i];
                 const int32_t *id = ids + (size_t)i * k;
                 const float *tv = vals + (size_t)i * k;
                 /* KL over the teacher's top K + one bucket for the rest; the teacher's and the
@@ -527,7 +546,7 @@ tq_status tq_eval_kl_teacher(tq_model *m, const char *path, uint64_t text_hash,
                 double kl = 0.0, st_ = 0.0, ss_ = 0.0;
                 for (int j = 0; j < k; j++) {
                     const double lt = (double)tv[j] - recs[i].lse;
-                    const double lq = (double)row[id[j]] - lse;
+                    const double lq = (double)pv[j] - lse;
                     const double pt = exp(lt);
                     kl += pt * (lt - lq);
                     st_ += pt;
@@ -541,7 +560,7 @@ tq_status tq_eval_kl_teacher(tq_model *m, const char *path, uint64_t text_hash,
                 kls[(size_t)s * n_all + w * ns + i] = (float)kl;
                 sum_kl[s] += kl;
                 agree[s] += am == id[0];
-                nll[s] += lse - (double)row[recs[i].next];
+                nll[s] += lse - (double)pv[k];
             }
         }
         if (progress)
@@ -550,8 +569,6 @@ tq_status tq_eval_kl_teacher(tq_model *m, const char *path, uint64_t text_hash,
     for (int s = 0; s < n_students; s++) {
         float *a = kls + (size_t)s * n_all;
         qsort(a, (size_t)n_all, sizeof(float), tq_evl_cmp_f);
-        tq_kv_usage u;
-        tq_session_kv_bytes(ss[s], &u);
         out[s] = (tq_kl_stats){.mean = sum_kl[s] / (double)n_all,
                                .median = tq_evl_pct(a, n_all, 0.5),
                                .p95 = tq_evl_pct(a, n_all, 0.95),
@@ -560,14 +577,18 @@ tq_status tq_eval_kl_teacher(tq_model *m, const char *path, uint64_t text_hash,
                                .top1 = (double)agree[s] / (double)n_all,
                                .ppl = exp(nll[s] / (double)n_all),
                                .n = n_all,
-                               .kv_bytes_per_token = u.bytes_per_token};
+                               .kv_bytes_per_token = tq_evl_kv_bytes(&ss[s])};
     }
 done:
     if (r.f)
         fclose(r.f);
     for (int s = 0; ss && s < n_students; s++)
-        tq_session_free(ss[s]);
+        tq_evl_close(&ss[s]);
     tq_free(ss);
+    tq_free(ids1);
+    tq_free(ams);
+    tq_free(pk);
+    tq_free(lses);
     tq_free(tok);
     tq_free(buf);
     tq_free(lg);
