@@ -140,7 +140,9 @@ typedef struct srv {
     double m_prompt_s;      /* ... of which in passes with a prompt chunk                    */
     double m_work_s;        /* seconds of the scheduler's own work around the passes (b_work
                              * plus admission and publishing under mu)                        */
-    double m_idle_s;        /* seconds the scheduler waited with no request in a slot        */
+    double m_idle_s;        /* seconds the scheduler waited with no request in a slot (ended
+                             * waits; /metrics adds the one under way, from idle_since)      */
+    double idle_since;      /* when the scheduler's current wait began (0: not waiting)      */
     int b_prompts;          /* prompt chunks in the last step (0: decode only)               */
 } srv;
 

@@ -1094,7 +1094,8 @@ static enum MHD_Result metrics(struct MHD_Connection *mc, srv *s)
          "# TYPE tq_scheduler_work_seconds_total counter\ntq_scheduler_work_seconds_total %.6f\n"
          "# HELP tq_scheduler_idle_seconds_total Seconds the scheduler waited with no request.\n"
          "# TYPE tq_scheduler_idle_seconds_total counter\ntq_scheduler_idle_seconds_total %.6f\n",
-         s->m_fwd_s, s->m_prompt_s, s->m_work_s, s->m_idle_s);
+         s->m_fwd_s, s->m_prompt_s, s->m_work_s,
+         s->m_idle_s + (s->idle_since > 0 ? srv_now() - s->idle_since : 0.0));
     addf(t, cap, &n, "# HELP tq_decode_steps_total Forward passes with no prompt chunk, by the "
                      "number of sequences decoded together.\n"
                      "# TYPE tq_decode_steps_total counter\n");

@@ -547,9 +547,11 @@ static void *sched_main(void *arg)
         if (!active) {
             const double t_wait = srv_now();
             s->m_work_s += t_wait - t_lock;
+            s->idle_since = t_wait;
             pthread_cond_wait(&s->wake, &s->mu);
             t_lock = srv_now();
             s->m_idle_s += t_lock - t_wait;
+            s->idle_since = 0;
             continue;
         }
         s->m_work_s += srv_now() - t_lock;
