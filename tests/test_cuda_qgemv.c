@@ -265,6 +265,43 @@ static void test_refusals(void)
     CHECK(tq_cuda_qgemv_check(&m) == TQ_E_ARG, "MLX without scales: %s", tq_last_error());
 }
 
+/* the bf16 rows of prefill (tq_cuda_qgemv_dequant_bf16) against the CPU's scalar dequantizer's
+ * f32 values rounded to bf16: the same f32 operations in the same order, so the bits must match
+ * (one bf16 step allowed only where the CPU build fuses a multiply-add; counted) */
+static void test_dequant(int fmt, int64_t rows, int64_t cols)
+{
+    const tq_format *f = tq_format_get(fmt);
+    const size_t rb = tq_format_row_bytes(f, cols);
+    uint8_t *w = calloc((size_t)rows, rb);
+    for (int64_t r = 0; r < rows; r++)
+        fill_blocks(fmt, w + (size_t)r * rb, cols);
+    uint16_t *g = malloc(2 * (size_t)(rows * cols));
+    float *ref = malloc(sizeof(float) * (size_t)cols);
+    tq_cuda_qmat m = {.fmt = fmt, .rows = rows, .cols = cols, .w = w, .row_bytes = rb};
+    tq_status st = tq_cuda_qgemv_dequant_host(&m, g);
+    CHECK(st == TQ_OK, "dequant %s %lldx%lld: %s", f->name, (long long)rows, (long long)cols, tq_last_error());
+    long exact = 0, near = 0, bad = 0;
+    for (int64_t r = 0; st == TQ_OK && r < rows; r++) {
+        f->dequant_ref(w + (size_t)r * rb, ref, cols);
+        for (int64_t j = 0; j < cols; j++) {
+            const int a = (int16_t)g[r * cols + j], b = (int16_t)tq_f32_to_bf16(ref[j]);
+            if (a == b)
+                exact++;
+            else if (abs(a - b) == 1)
+                near++;
+            else if (bad++ == 0)
+                CHECK(0, "dequant %s row %lld col %lld: gpu bf16 %04x, cpu %04x (%.9g)", f->name, (long long)r,
+                      (long long)j, (unsigned)g[r * cols + j], (unsigned)(uint16_t)b, ref[j]);
+        }
+    }
+    CHECK(bad == 0, "dequant %s: %ld values off by more than one bf16 step", f->name, bad);
+    printf("dequant bf16 %s %lldx%lld: %ld exact, %ld one step off\n", f->name, (long long)rows, (long long)cols,
+           exact, near);
+    free(w);
+    free(g);
+    free(ref);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_cuda_qgemv");
@@ -282,8 +319,12 @@ int main(int argc, char **argv)
     static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q4_K, TQ_GGML_Q6_K};
     static const int64_t shapes[][2] = {{1, 256}, {5, 512}, {37, 1024}, {130, 4096}, {64, 14336}};
     const int n_shapes = quick ? 3 : 5;
-    /* both batch-1 paths: rows streamed through shared memory (16-byte aligned rows) and direct */
-    for (int staged = 2; staged >= 0; staged -= 2) { /* 2: every staged format, 0: none */
+    /* the batch-1 paths: rows streamed through shared memory (16-byte aligned rows), direct, and
+     * the wide kernel (persistent blocks, activation in shared memory; other formats / rows fall
+     * back to the staged or direct kernel) */
+    static const int paths[] = {2, 0, 3};
+    for (int pi = 0; pi < 3; pi++) { /* 2: every staged format, 0: none, 3: wide */
+        const int staged = paths[pi];
         tq_cuda_qgemv_set_staged(staged);
         for (int fi = 0; fi < 5; fi++) {
             const int pad = fmts[fi] == TQ_GGML_Q4_K ? 16 : fmts[fi] == TQ_GGML_Q4_1 ? 4 : 2;
@@ -293,11 +334,17 @@ int main(int argc, char **argv)
             test_ggml(fmts[fi], 9, 512, 9, 0);
             if (fmts[fi] == TQ_GGML_Q6_K) /* 24 super-blocks: 3 chunks of the staged path */
                 test_ggml(fmts[fi], 11, 6144, 1, 0);
+            if (staged == 3) { /* more rows than resident warps: several rows per warp */
+                test_ggml(fmts[fi], 4500, 256, 1, 0);
+                test_ggml(fmts[fi], 3, 6144, 1, 0); /* Q4_K: 24 super-blocks = 1.5 chunks */
+            }
             printf("%s %s done (worst |gpu - ref| / sum|w xq| so far %.2e)\n", tq_format_get(fmts[fi])->name,
-                   staged ? "staged" : "direct", worst_ratio);
+                   staged == 3 ? "wide" : staged ? "staged" : "direct", worst_ratio);
         }
     }
-    tq_cuda_qgemv_set_staged(1);
+    tq_cuda_qgemv_set_staged(3); /* the default */
+    for (int fi = 0; fi < 5; fi++)
+        test_dequant(fmts[fi], 37, 1024);
     static const int groups[] = {32, 64, 128};
     for (int bits = 4; bits <= 8; bits += 4)
         for (int gi = 0; gi < 3; gi++) {

@@ -15,7 +15,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tq bench --cuda -m MODEL [--kv LIST] [--depths LIST] [--decode N] [--check N]\n"
             "                [--seed S] [--merge M] [--no-gemv] [--no-graph] [--no-pdl]\n"
-            "                [--weights native|bf16] [--csv FILE]\n"
+            "                [--weights native|bf16] [--prefill-qgemv] [--csv FILE]\n"
             "  the forward pass on GPU 0: GEMV kernels for decode, cuBLAS / quantized GEMV for\n"
             "  prefill, the device KV cache.\n"
             "  -m, --model   GGUF file or safetensors directory (Llama-family blocks)\n"
@@ -35,6 +35,8 @@ static void usage(FILE *f)
             "                GPU, quantized GEMV with q8 activations; other formats as bf16). bf16\n"
             "                is the default because it decodes faster on the H200 today (SmolLM2:\n"
             "                docs/results.md, native GPU weights); native uses ~1/3 the memory\n"
+            "  --prefill-qgemv  native prefill products through the quantized GEMV (8 tokens per\n"
+            "                launch) instead of dequantize-to-bf16 + cuBLAS (A/B)\n"
             "  --csv FILE    also write scheme,depth,prefill_tok_s,decode_tok_s,decode_ms rows\n");
 }
 
@@ -198,6 +200,8 @@ int cmd_bench_cuda(int argc, char **argv)
             g_opts.no_graph = 1;
         else if (!strcmp(a, "--no-pdl"))
             g_opts.kv.no_pdl = 1;
+        else if (!strcmp(a, "--prefill-qgemv"))
+            g_opts.prefill_qgemv = 1;
         else if (!strcmp(a, "--merge") && v) {
             tq_status ms = tq_cuda_merge_parse(argv[++i], &g_opts.kv.merge);
             if (ms)
@@ -251,6 +255,9 @@ int cmd_bench_cuda(int argc, char **argv)
            g_opts.no_gemv ? "cuBLAS (--no-gemv)" : "GEMV kernel",
            g_opts.no_graph ? "kernel by kernel (--no-graph)" : "one CUDA graph",
            g_opts.kv.no_pdl ? ", no PDL (--no-pdl)" : "", (int)g_opts.kv.merge);
+    if (!strcmp(weights, "native"))
+        printf("native prefill products: %s\n", g_opts.prefill_qgemv ? "quantized GEMV, 8 tokens per launch "
+               "(--prefill-qgemv)" : "dequantized to bf16 + cuBLAS");
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv_path && !csv) {
         tq_model_free(m);

@@ -26,6 +26,8 @@
 #   native    test_cuda_fwd with the model (native Q4_1 weights on the GPU vs the CPU's native path)
 #   weights   the decode bench with --weights native and --weights bf16 (every cache), two interleaved
 #             rounds (needs the model)
+#   wide      test_cuda_qgemv (+ memcheck) and qgemv_bench --staged 1,3 (the wide kernel), two rounds
+#   prefill   tq bench --cuda native prefill: dequantize + cuBLAS vs --prefill-qgemv vs bf16 weights
 #   graphab   the decode bench with the step as one CUDA graph (default) vs --no-graph (or the
 #             GA_VARIANTS given), two interleaved rounds (needs the model)
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
@@ -170,7 +172,7 @@ PY
         grep -m 12 "FAIL\|done\|passed" $w/test_cuda_qgemv.log
         timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_qgemv --quick \
             > $w/qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/qgemv_memcheck.log
-        timeout 200 $B/tests/qgemv_bench --split ${QG_SPLITS:-0} --staged ${QG_STAGED:-1} --csv $w/qgemv_n1.csv > $w/qgemv_n1.md 2>&1; echo "qgemv_bench n1 rc=$?"
+        timeout 200 $B/tests/qgemv_bench --split ${QG_SPLITS:-0} --staged ${QG_STAGED:-3} --csv $w/qgemv_n1.csv > $w/qgemv_n1.md 2>&1; echo "qgemv_bench n1 rc=$?"
         cat $w/qgemv_n1.md
         timeout 200 $B/tests/qgemv_bench --n 8 --reps 20 --csv $w/qgemv_n8.csv > $w/qgemv_n8.md 2>&1
         echo "qgemv_bench n8 rc=$?"; cat $w/qgemv_n8.md
@@ -273,6 +275,36 @@ PY
                 timeout 200 $TQ bench --cuda -m "$model" --kv $kvs --depths 1024,8192,32768 --decode 64 $ck $fl \
                     --csv $w/graphab_${tag}_r$r.csv > $w/graphab_${tag}_r$r.log 2>&1
                 echo "graphab $tag ($fl) round $r rc=$?"; grep "^kv\|^check" $w/graphab_${tag}_r$r.log
+            done
+        done
+        pack
+        ;;
+    wide)
+        # qgemv batch 1: the wide kernel (staged 3) vs the staged / direct default (1), two rounds
+        # in alternating order; test_cuda_qgemv (every path + the bf16 dequantizer) and its memcheck
+        timeout 300 $B/tests/test_cuda_qgemv > $w/test_cuda_qgemv.log 2>&1; echo "test_cuda_qgemv rc=$?"
+        grep "FAIL\|done\|passed\|dequant" $w/test_cuda_qgemv.log | head -30
+        timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_qgemv --quick \
+            > $w/qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/qgemv_memcheck.log
+        for r in 1 2; do
+            st=${WIDE_STAGED:-1,3}; [ $r = 2 ] && st=$(echo $st | tr ',' '\n' | tac | paste -sd,)
+            timeout 200 $B/tests/qgemv_bench --staged $st --csv $w/wide_n1_r$r.csv > $w/wide_n1_r$r.md 2>&1
+            echo "qgemv_bench --staged $st round $r rc=$?"; cat $w/wide_n1_r$r.md
+        done
+        pack
+        ;;
+    prefill)
+        # native prefill: dequantize-to-bf16 + cuBLAS (default) vs the quantized GEMV (--prefill-qgemv),
+        # and bf16 weights; two rounds, order alternating (needs the model)
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        for r in 1 2; do
+            order="dq qg bf"; [ $r = 2 ] && order="bf qg dq"
+            for v in $order; do
+                fl="--weights native"; [ $v = qg ] && fl="--weights native --prefill-qgemv"; [ $v = bf ] && fl="--weights bf16"
+                ck=""; [ $r = 1 ] && ck="--check 2"
+                timeout 200 $TQ bench --cuda -m "$model" $fl --kv bf16,turbo:k8v3 --depths 1024,8192,32768 --decode 32 $ck \
+                    --csv $w/prefill_${v}_r$r.csv > $w/prefill_${v}_r$r.log 2>&1
+                echo "prefill $v ($fl) round $r rc=$?"; grep "^kv\|^check\|^native" $w/prefill_${v}_r$r.log
             done
         done
         pack

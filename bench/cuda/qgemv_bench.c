@@ -5,8 +5,8 @@
  * the same packed bytes with the same timing (the practical floor at this size).
  * Usage: qgemv_bench [--shape RxC[,RxC...]] [--n N] [--reps R] [--timing cold|host] [--csv FILE]
  *                    [--split K[,K...]]   (warps per row at batch 1: 0 = automatic, 1, 2, 4)
- *                    [--staged 1,0]       (batch 1 of the ggml formats through shared memory or not; 2:
- *                                          Q4_K too)
+ *                    [--staged 3,1,0]     (batch-1 kernel of the ggml formats, tq_cuda_qgemv_set_staged:
+ *                                          3 = wide (default), 1 = staged per unit, 2 = 1 + Q4_K, 0 = direct)
  * Default: 4096x14336 and 14336x4096, n 1, 50 reps, cold (L2 flushed before each call). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 
 int main(int argc, char **argv)
 {
-    const char *shapes = "4096x14336,14336x4096", *csv_path = NULL, *splits = "0", *stageds = "1";
+    const char *shapes = "4096x14336,14336x4096", *csv_path = NULL, *splits = "0", *stageds = "3";
     int n = 1, reps = 50, cold = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -36,7 +36,7 @@ int main(int argc, char **argv)
             csv_path = v, i++;
         else {
             fprintf(stderr, "usage: qgemv_bench [--shape RxC,...] [--n N] [--reps R] [--timing cold|host] "
-                            "[--csv FILE] [--split K,...] [--staged 1,0,2]\n");
+                            "[--csv FILE] [--split K,...] [--staged 3,1,2,0]\n");
             return 2;
         }
     }
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
             const double read_gbps = (double)t.bytes / (t.us_read * 1e-6) / 1e9;
             printf("| %s | %lldx%lld | %s | %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f%% | %.0f%% |\n", F[i].name, r,
                    c, ks ? (ks == 1 ? "1" : ks == 2 ? "2" : "4") : "auto",
-                   F[i].fmt == TQ_CUDA_QGEMV_MLX || n > 1 ? "-" : staged == 2 ? "all" : staged ? "yes" : "no", (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
+                   F[i].fmt == TQ_CUDA_QGEMV_MLX || n > 1 ? "-" : staged == 3 ? "wide" : staged == 2 ? "all" : staged ? "yes" : "no", (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
                    100.0 * gbps / copy, 100.0 * gbps / read_gbps);
             if (csv)
                 fprintf(csv, "%s,%s,%lld,%lld,%d,%d,%d,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f\n", dev, F[i].name,

@@ -201,6 +201,9 @@ typedef struct tq_cuda_session_opts {
                            instead of the fused GEMV kernels (for A/Bs)                     */
     int no_graph;       /* 1: decode steps launch their kernels one by one instead of as
                            one CUDA graph per step (for A/Bs)                               */
+    int prefill_qgemv;  /* 1: native (quantized) prefill products through the quantized GEMV
+                           kernels (8 tokens per launch) instead of the default: the matrix
+                           dequantized to bf16 + cuBLAS from 9 tokens on (for A/Bs)         */
 } tq_cuda_session_opts;
 /* tq_cuda_session_set_opts() -- set the options of later evals. */
 TQ_API tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o);

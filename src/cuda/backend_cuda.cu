@@ -32,6 +32,9 @@ struct tqc_be {
     int32_t *tok;      // (max_n) token ids
     void *qact;        // quantized activations of max_n tokens (native products, tq_cuda_qgemv)
     size_t qact_bytes;
+    void *dq;          // one native matrix dequantized to bf16 (prefill products through cuBLAS)
+    size_t dq_bytes;
+    int dq_min_n;      // native products of >= dq_min_n tokens: dequantize + cuBLAS (0: never)
     tq_status err;     // first failure of a void op
     int gemv;
     int pdl;               // decode GEMVs launched with programmatic dependent launch (sm_90+)
@@ -602,7 +605,30 @@ tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
     for (int i = 0; i < a->n_out; i++) {
         const tq_be_out *o = &a->out[i];
         tq_status st;
-        if (o->w.native) {
+        if (o->w.native && b->dq_min_n > 0 && n >= b->dq_min_n &&
+            ((const tq_cuda_qmat *)o->w.native)->fmt != TQ_CUDA_QGEMV_MLX) {
+            // prefill: the matrix as bf16 rows in the scratch (grown on demand; prefill is never
+            // captured in a graph), then the dense GEMM
+            const tq_cuda_qmat *q = (const tq_cuda_qmat *)o->w.native;
+            const size_t need = (size_t)q->rows * (size_t)q->cols * 2;
+            if (need > b->dq_bytes) {
+                cudaFree(b->dq);
+                b->dq = nullptr;
+                b->dq_bytes = 0;
+                const cudaError_t e = cudaMalloc(&b->dq, need);
+                if (e != cudaSuccess)
+                    return TQC_FAIL(TQ_E_CUDA, "CUDA backend: bf16 scratch of %zu bytes: %s", need, cudaGetErrorString(e));
+                b->dq_bytes = need;
+            }
+            st = tq_cuda_qgemv_dequant_bf16(q, b->dq, b->stream);
+            if (st != TQ_OK)
+                return st;
+            if (!have_xb) {
+                pre_kernel<TQ_BE_PRE_NONE><<<(unsigned)n, 256, 0, b->stream>>>(xin, nullptr, cols, a->eps, 0, b->xb);
+                have_xb = true;
+            }
+            st = cublas_gemm(b, (int)o->w.rows, n, cols, b->dq, 0.0f, o->y, (int)o->ldy);
+        } else if (o->w.native) {
             const tq_cuda_qmat *q = (const tq_cuda_qmat *)o->w.native;
             if (tq_cuda_qgemv_act_bytes(q, n) > b->qact_bytes)
                 return TQC_FAIL(TQ_E_ARG, "CUDA backend matmul: %d tokens of %d columns exceed the activation "
@@ -847,6 +873,7 @@ extern "C" void tqc_be_free(tqc_be *b)
     cudaFree(b->ys);
     cudaFree(b->tok);
     cudaFree(b->qact);
+    cudaFree(b->dq);
     if (b->blas)
         cublasDestroy(b->blas);
     if (b->stream)
@@ -867,6 +894,7 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows
     b->n_heads = n_heads;
     b->scale = attn_scale;
     b->gemv = 1;
+    b->dq_min_n = 9; // above the qgemv's 8-token launches
     int dev = 0, major = 0;
     b->pdl = cudaGetDevice(&dev) == cudaSuccess &&
              cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
@@ -951,6 +979,11 @@ extern "C" void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on)
 extern "C" void tqc_be_set_gemv(tqc_be *b, int on)
 {
     b->gemv = on;
+}
+
+extern "C" void tqc_be_set_prefill_dq(tqc_be *b, int min_n)
+{
+    b->dq_min_n = min_n > 0 ? min_n : 0;
 }
 
 extern "C" void tqc_be_set_pdl(tqc_be *b, int on)

@@ -42,6 +42,9 @@ void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on);
 size_t tqc_be_kv_bytes(const tq_cuda_kv *c);
 /* 0: decode products through cuBLAS like prefill (for A/Bs), 1: fused GEMV kernels (default) */
 void tqc_be_set_gemv(tqc_be *b, int on);
+/* Native (quantized) products of >= min_n tokens (default 9): the matrix dequantized to bf16 into
+ * a scratch buffer, then cuBLAS; fewer tokens (and min_n 0: every count) through tq_cuda_qgemv */
+void tqc_be_set_prefill_dq(tqc_be *b, int min_n);
 /* 1 (default on sm_90+): the decode GEMVs start under the previous kernel (programmatic
  * dependent launch: weight rows prefetched into L2, then griddepcontrol.wait); 0: plain launches */
 void tqc_be_set_pdl(tqc_be *b, int on);

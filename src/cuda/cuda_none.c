@@ -222,6 +222,11 @@ void tqc_be_set_pdl(tqc_be *b, int on)
     (void)b, (void)on;
 }
 
+void tqc_be_set_prefill_dq(tqc_be *b, int min_n)
+{
+    (void)b, (void)min_n;
+}
+
 tq_status tqc_be_graph_begin(tqc_be *b)
 {
     (void)b;

@@ -62,6 +62,10 @@ size_t al16(size_t v)
 {
     return (v + 15) & ~(size_t)15;
 }
+__host__ __device__ inline size_t al16_d(size_t v)
+{
+    return (v + 15) & ~(size_t)15;
+}
 
 struct act_geom {
     size_t off_d, off_s, stride;
@@ -596,6 +600,269 @@ cudaError_t launch_staged(const qargs &g, cudaStream_t s, int pdl)
     return cudaLaunchKernelEx(&c, qgemv_staged_kernel<F>, g);
 }
 
+// Batch 1, wide (tq_cuda_qgemv_set_staged(3)): persistent blocks of WW warps (at most the
+// resident blocks of the device), the block's activation copied once into shared memory, each
+// warp streaming its rows (gw, gw + all warps, ...) through NST shared-memory chunks of whole
+// blocks (16-byte cp.async, the next row's first chunks in flight while the current row ends).
+// A lane decodes a group of G consecutive blocks (Q4_0 / Q8_0: 2, Q4_1: 1; Q4_K: a quarter
+// super-block = 64 weights) from NW 32-bit shared-memory words at word NW * lane (NW odd: no
+// bank conflicts), and reads the group's activations as 16-byte pieces (swizzled: piece p is
+// stored at p ^ ((p >> 3) & 7), so the 8 lanes of a quarter warp hit 8 different bank groups).
+// Per 32 weights: ~5 shared loads, 8 dp4a, one scale multiply (Q4_0's -8 through the
+// activation sum s: d (d_a sum(q a) - 8 s_a)); Q4_K's min term through per-32 activation sums
+// computed once per block in shared memory.
+template <int F> struct wide_of;
+template <> struct wide_of<F_Q4_0> { static constexpr int BE = 32, BB = 18, G = 2, NW = 9, K = 2, NST = 4, CH = 32 * K * G * BB; };
+template <> struct wide_of<F_Q8_0> { static constexpr int BE = 32, BB = 34, G = 2, NW = 17, K = 1, NST = 4, CH = 32 * K * G * BB; };
+template <> struct wide_of<F_Q4_1> { static constexpr int BE = 32, BB = 20, G = 1, NW = 5, K = 4, NST = 4, CH = 32 * K * G * BB; };
+template <> struct wide_of<F_Q4_K> { static constexpr int BE = 256, BB = 144, G = 1, K = 2, NST = 4, CH = 8 * K * BB; };
+constexpr int WW = 8;
+constexpr size_t WIDE_MAX_SMEM = 200 * 1024; // or the device's opt-in limit if lower (sm_80: 163 KB)
+
+template <int F> __host__ __device__ inline int wide_groups(int nblk)
+{
+    return F == F_Q4_K ? 4 * nblk : (nblk + wide_of<F>::G - 1) / wide_of<F>::G;
+}
+// shared memory of the activation: qs (cols rounded up to 128, the swizzle stays inside), d per
+// activation block, s per 32 (32-formats) or int sums per 32 (Q4_K)
+__host__ __device__ inline int wide_sq(int64_t cols)
+{
+    return (int)((cols + 127) & ~(int64_t)127);
+}
+__host__ __device__ inline int wide_act_smem(int64_t cols, int ablk)
+{
+    return wide_sq(cols) + (int)al16_d(4 * (size_t)(cols / ablk)) + (int)al16_d(4 * (size_t)(cols / 32));
+}
+
+__device__ __forceinline__ int swz(int p)
+{
+    return p ^ ((p >> 3) & 7);
+}
+__device__ __forceinline__ int4 apiece(const uint8_t *sq, int p)
+{
+    return *(const int4 *)(sq + 16 * swz(p));
+}
+__device__ __forceinline__ int dot4_nib(const uint32_t *q, const int4 &lo, const int4 &hi, int s)
+{
+    const uint32_t m = 0x0f0f0f0fu;
+    s = dp4a((int)(q[0] & m), lo.x, s);
+    s = dp4a((int)((q[0] >> 4) & m), hi.x, s);
+    s = dp4a((int)(q[1] & m), lo.y, s);
+    s = dp4a((int)((q[1] >> 4) & m), hi.y, s);
+    s = dp4a((int)(q[2] & m), lo.z, s);
+    s = dp4a((int)((q[2] >> 4) & m), hi.z, s);
+    s = dp4a((int)(q[3] & m), lo.w, s);
+    s = dp4a((int)((q[3] >> 4) & m), hi.w, s);
+    return s;
+}
+__device__ __forceinline__ int dot8_q8(const uint32_t *q, const int4 &a0, const int4 &a1)
+{
+    int s = dp4a((int)q[0], a0.x, 0);
+    s = dp4a((int)q[1], a0.y, s);
+    s = dp4a((int)q[2], a0.z, s);
+    s = dp4a((int)q[3], a0.w, s);
+    s = dp4a((int)q[4], a1.x, s);
+    s = dp4a((int)q[5], a1.y, s);
+    s = dp4a((int)q[6], a1.z, s);
+    return dp4a((int)q[7], a1.w, s);
+}
+
+// group gi of the row (its bytes at cb + ci * NW words, or the super-block quarter) against the
+// shared activation
+template <int F>
+__device__ __forceinline__ float wide_dot(const uint8_t *cb, int ci, int gi, int nblk, const uint8_t *sq,
+                                          const float *sd, const float *ss)
+{
+    using W = wide_of<F>;
+    if constexpr (F == F_Q4_K) {
+        const uint8_t *p = cb + 144 * (ci >> 2);
+        const int jj = ci & 3, sb = gi >> 2;
+        const uint4 h = *(const uint4 *)p;
+        const uint4 qa = *(const uint4 *)(p + 16 + 32 * jj), qb = *(const uint4 *)(p + 32 + 32 * jj);
+        const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+        const int pb = 16 * sb + 4 * jj;
+        const int4 a0 = apiece(sq, pb), a1 = apiece(sq, pb + 1), a2 = apiece(sq, pb + 2), a3 = apiece(sq, pb + 3);
+        const uint32_t m = 0x0f0f0f0fu;
+        const uint32_t lo[8] = {q[0] & m, q[1] & m, q[2] & m, q[3] & m, q[4] & m, q[5] & m, q[6] & m, q[7] & m};
+        const uint32_t hi[8] = {(q[0] >> 4) & m, (q[1] >> 4) & m, (q[2] >> 4) & m, (q[3] >> 4) & m,
+                                (q[4] >> 4) & m, (q[5] >> 4) & m, (q[6] >> 4) & m, (q[7] >> 4) & m};
+        const int sl = dot8_q8(lo, a0, a1), sh = dot8_q8(hi, a2, a3);
+        int sc0, m0, sc1, m1;
+        fmt<F_Q4_K>::scale_min(h, 2 * jj, sc0, m0);
+        fmt<F_Q4_K>::scale_min(h, 2 * jj + 1, sc1, m1);
+        const int *sum = (const int *)ss;
+        const int P = sc0 * sl + sc1 * sh, M = m0 * sum[8 * sb + 2 * jj] + m1 * sum[8 * sb + 2 * jj + 1];
+        const float da = sd[sb];
+        return (h2f(h.x & 0xffffu) * da) * (float)P - (h2f(h.x >> 16) * da) * (float)M;
+    } else {
+        const uint32_t *ws = (const uint32_t *)cb + W::NW * ci;
+        uint32_t w[W::NW];
+#pragma unroll
+        for (int i = 0; i < W::NW; i++)
+            w[i] = ws[i];
+        const int b0 = W::G * gi;
+        if constexpr (F == F_Q4_1) {
+            const int4 lo = apiece(sq, 2 * b0), hi = apiece(sq, 2 * b0 + 1);
+            const int s = dot4_nib(w + 1, lo, hi, 0);
+            return (h2f(w[0] & 0xffffu) * sd[b0]) * (float)s + h2f(w[0] >> 16) * ss[b0];
+        } else {
+        const float2 da = *(const float2 *)(sd + b0);
+        const float2 sa = *(const float2 *)(ss + b0);
+        float r;
+        if constexpr (F == F_Q4_0) {
+            const uint32_t q0[4] = {__byte_perm(w[0], w[1], 0x5432), __byte_perm(w[1], w[2], 0x5432),
+                                    __byte_perm(w[2], w[3], 0x5432), __byte_perm(w[3], w[4], 0x5432)};
+            const int s0 = dot4_nib(q0, apiece(sq, 2 * b0), apiece(sq, 2 * b0 + 1), 0);
+            r = h2f(w[0] & 0xffffu) * (da.x * (float)s0 - 8.0f * sa.x);
+            if (b0 + 1 < nblk) {
+                const int s1 = dot4_nib(w + 5, apiece(sq, 2 * b0 + 2), apiece(sq, 2 * b0 + 3), 0);
+                r += h2f(w[4] >> 16) * (da.y * (float)s1 - 8.0f * sa.y);
+            }
+        } else { // Q8_0
+            uint32_t q0[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                q0[i] = __byte_perm(w[i], w[i + 1], 0x5432);
+            const int s0 = dot8_q8(q0, apiece(sq, 2 * b0), apiece(sq, 2 * b0 + 1));
+            r = (h2f(w[0] & 0xffffu) * da.x) * (float)s0;
+            if (b0 + 1 < nblk) {
+                const int s1 = dot8_q8(w + 9, apiece(sq, 2 * b0 + 2), apiece(sq, 2 * b0 + 3));
+                r += (h2f(w[8] >> 16) * da.y) * (float)s1;
+            }
+        }
+        return r;
+        }
+    }
+}
+
+template <int F>
+__global__ void __launch_bounds__(32 * WW, 2) qgemv_wide_kernel(const qargs g)
+{
+    using W = wide_of<F>;
+    constexpr int CH = wide_of<F>::CH, GPC = 32 * W::K, NS = W::NST;
+    static_assert(CH % 16 == 0, "chunks of 16-byte pieces");
+    extern __shared__ __align__(16) uint8_t qg_smem[];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int ablk = F == F_Q4_K ? 256 : 32;
+    const int nbA = (int)(g.cols / ablk), nb32 = (int)(g.cols / 32);
+    uint8_t *sq = qg_smem;
+    float *sd = (float *)(qg_smem + wide_sq(g.cols));
+    float *ss = (float *)((uint8_t *)sd + al16_d(4 * (size_t)nbA));
+    uint8_t *buf = qg_smem + wide_act_smem(g.cols, ablk) + wid * NS * CH;
+    const int64_t gw = (int64_t)blockIdx.x * WW + wid, gstep = (int64_t)gridDim.x * WW;
+    const int nmine = gw < g.rows ? (int)((g.rows - 1 - gw) / gstep + 1) : 0;
+    const int nblk = (int)(g.cols / W::BE);
+    const int ngr = wide_groups<F>(nblk), nch = (ngr + GPC - 1) / GPC;
+    const int row_pieces = nblk * W::BB / 16;
+    const int total = nmine * nch;
+    auto issue = [&](int c) {
+        if (c < total) {
+            const int64_t r = gw + (int64_t)(c / nch) * gstep;
+            const int j = c % nch;
+            const uint8_t *src = g.w + (size_t)r * g.row_bytes;
+            const int p0 = j * (CH / 16), np = min(CH / 16, row_pieces - p0);
+            uint8_t *dst = buf + (c % NS) * CH;
+            for (int p = lane; p < np; p += 32)
+                cp_async16(dst + 16 * p, src + 16 * (size_t)(p0 + p));
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+#pragma unroll
+    for (int c = 0; c < NS - 1; c++)
+        issue(c);
+    pdl_wait();
+    {
+        const int nq = (int)(g.cols / 16);
+        for (int p = threadIdx.x; p < nq; p += 32 * WW)
+            *(int4 *)(sq + 16 * swz(p)) = *(const int4 *)(g.act + 16 * (size_t)p);
+        const float *gd = (const float *)(g.act + g.ag.off_d);
+        for (int i = threadIdx.x; i < nbA; i += 32 * WW)
+            sd[i] = gd[i];
+        if (F != F_Q4_K) {
+            const float *gs = (const float *)(g.act + g.ag.off_s);
+            for (int i = threadIdx.x; i < nb32; i += 32 * WW)
+                ss[i] = gs[i];
+        }
+    }
+    __syncthreads();
+    if (F == F_Q4_K) { // integer sums of the activation per 32 (the min term)
+        int *sum = (int *)ss;
+        for (int b = threadIdx.x; b < nb32; b += 32 * WW) {
+            const int4 a0 = apiece(sq, 2 * b), a1 = apiece(sq, 2 * b + 1);
+            const uint32_t one[8] = {0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u,
+                                     0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u};
+            sum[b] = dot8_q8(one, a0, a1);
+        }
+        __syncthreads();
+    }
+    float acc = 0.0f;
+    for (int c = 0; c < total; c++) {
+        issue(c + NS - 1);
+        asm volatile("cp.async.wait_group %0;" ::"n"(NS - 1) : "memory");
+        __syncwarp();
+        const uint8_t *cb = buf + (c % NS) * CH;
+        const int j = c % nch;
+#pragma unroll
+        for (int k = 0; k < W::K; k++) {
+            const int ci = 32 * k + lane, gi = j * GPC + ci;
+            if (gi < ngr)
+                acc += wide_dot<F>(cb, ci, gi, nblk, sq, sd, ss);
+        }
+        __syncwarp();
+        if (j == nch - 1) {
+            for (int o = 16; o; o >>= 1)
+                acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0)
+                g.y[gw + (int64_t)(c / nch) * gstep] = acc;
+            acc = 0.0f;
+        }
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+template <int F> size_t wide_smem(int64_t cols)
+{
+    return (size_t)wide_act_smem(cols, F == F_Q4_K ? 256 : 32) + (size_t)WW * wide_of<F>::NST * wide_of<F>::CH;
+}
+
+template <int F>
+cudaError_t launch_wide(const qargs &g, cudaStream_t s, int pdl)
+{
+    const size_t smem = wide_smem<F>(g.cols);
+    static int attr_for = -1, n_sm = 0; // the opt-in is per kernel; set once to the largest
+    if (attr_for < 0) {
+        int dev = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
+        int optin = 0;
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(qgemv_wide_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)std::min((size_t)optin, WIDE_MAX_SMEM));
+        if (e != cudaSuccess)
+            return e;
+        attr_for = 1;
+    }
+    int per_sm = 0;
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, qgemv_wide_kernel<F>, 32 * WW, smem);
+    if (e != cudaSuccess)
+        return e;
+    const int64_t want = (g.rows + WW - 1) / WW, cap = (int64_t)std::max(per_sm, 1) * n_sm;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3((unsigned)std::min(want, cap));
+    c.blockDim = dim3(32 * WW);
+    c.dynamicSmemBytes = smem;
+    c.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&c, qgemv_wide_kernel<F>, g);
+}
+
 size_t packed_bytes_of(int f, int64_t cols)
 {
     const int be = f == F_Q4_K || f == F_Q6_K ? 256 : 32;
@@ -605,7 +872,19 @@ size_t packed_bytes_of(int f, int64_t cols)
 
 // tq_cuda_qgemv_set_staged(0): batch 1 of the ggml formats without the shared-memory staging;
 // 2: Q4_K staged too (A/B, tests). The library reads no environment (the caller's options decide).
-int g_staged = 1;
+int g_staged = 3; // the wide kernel (H200 visit s23: 1.2-1.8x the staged / direct kernels)
+// the wide kernel (g_staged 3): Q8_0 / Q4_0 / Q4_1 / Q4_K, 16-byte aligned rows, the activation
+// and the chunks within 160 KB of shared memory
+bool use_wide(int f, const qargs &g, int nt)
+{
+    if (g_staged != 3 || nt != 1 || (f != F_Q8_0 && f != F_Q4_0 && f != F_Q4_1 && f != F_Q4_K))
+        return false;
+    if (g.row_bytes % 16 || (uintptr_t)g.w % 16 || packed_bytes_of(f, g.cols) % 16 || (uintptr_t)g.act % 16)
+        return false;
+    const size_t sm = f == F_Q8_0 ? wide_smem<F_Q8_0>(g.cols) : f == F_Q4_0 ? wide_smem<F_Q4_0>(g.cols)
+                    : f == F_Q4_1 ? wide_smem<F_Q4_1>(g.cols) : wide_smem<F_Q4_K>(g.cols);
+    return sm <= 160 * 1024;
+}
 bool use_staged(int f, const qargs &g, int nt)
 {
     // Q4_K (16-byte aligned blocks) reads directly by default: staged 10% slower (H200, visit q4)
@@ -656,6 +935,13 @@ cudaError_t launch_f(const qargs &g, int nt, cudaStream_t s, int pdl)
 
 cudaError_t launch_gemv(int f, const qargs &g, int nt, cudaStream_t s, int pdl)
 {
+    if (use_wide(f, g, nt))
+        switch (f) {
+        case F_Q8_0: return launch_wide<F_Q8_0>(g, s, pdl);
+        case F_Q4_0: return launch_wide<F_Q4_0>(g, s, pdl);
+        case F_Q4_1: return launch_wide<F_Q4_1>(g, s, pdl);
+        default: return launch_wide<F_Q4_K>(g, s, pdl);
+        }
     if (use_staged(f, g, nt))
         switch (f) {
         case F_Q8_0: return launch_staged<F_Q8_0>(g, s, pdl);
@@ -931,6 +1217,88 @@ cudaError_t launch_job(int f, const qjob_k &k, int pre, cudaStream_t s, int pdl)
     }
 }
 
+// ---- dequantize to bf16 (prefill: the rows as bf16 for a cuBLAS GEMM) -------------------------
+// One thread per 32 weights (a block of the 32-formats, a sub-block of the K formats), values
+// computed in f32 in the order of the CPU's scalar dequantizers (src/common/formats.c, products
+// rounded one by one: __fmul_rn / __fsub_rn keep the compiler from fusing them), then rounded to
+// bf16 (nearest even) and stored as 4 x 16 bytes.
+__device__ __forceinline__ uint32_t bf2(float a, float b)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+template <int F>
+__global__ void dequant_bf16_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
+                                    uint16_t *__restrict__ out)
+{
+    const int64_t per_row = cols / 32;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * per_row)
+        return;
+    const int64_t r = i / per_row, c32 = i % per_row;
+    const uint8_t *row = w + (size_t)r * row_bytes;
+    float v[32];
+    if (F == F_Q8_0 || F == F_Q4_0 || F == F_Q4_1) {
+        const uint8_t *b = row + (size_t)c32 * (F == F_Q8_0 ? 34 : F == F_Q4_0 ? 18 : 20);
+        const float d = h2f(*(const uint16_t *)b);
+        if (F == F_Q8_0) {
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                v[j] = __fmul_rn((float)(int8_t)b[2 + j], d);
+        } else if (F == F_Q4_0) {
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                v[j] = __fmul_rn(d, (float)((b[2 + j] & 0x0f) - 8));
+                v[j + 16] = __fmul_rn(d, (float)((b[2 + j] >> 4) - 8));
+            }
+        } else {
+            const float m = h2f(*(const uint16_t *)(b + 2));
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                v[j] = __fadd_rn(__fmul_rn(d, (float)(b[4 + j] & 0x0f)), m);
+                v[j + 16] = __fadd_rn(__fmul_rn(d, (float)(b[4 + j] >> 4)), m);
+            }
+        }
+    } else if (F == F_Q4_K) {
+        const uint8_t *b = row + (size_t)(c32 / 8) * 144;
+        const int g = (int)(c32 % 8);
+        const float d = h2f(*(const uint16_t *)b), dmin = h2f(*(const uint16_t *)(b + 2));
+        const uint8_t *sc = b + 4;
+        int s, m;
+        if (g < 4) {
+            s = sc[g] & 63;
+            m = sc[g + 4] & 63;
+        } else {
+            s = (sc[g + 4] & 0x0f) | ((sc[g - 4] >> 6) << 4);
+            m = (sc[g + 4] >> 4) | ((sc[g] >> 6) << 4);
+        }
+        const float d1 = __fmul_rn(d, (float)s), m1 = __fmul_rn(dmin, (float)m);
+        const uint8_t *q = b + 16 + 32 * (g / 2);
+        const int shift = (g & 1) * 4;
+#pragma unroll
+        for (int l = 0; l < 32; l++)
+            v[l] = __fsub_rn(__fmul_rn(d1, (float)((q[l] >> shift) & 0x0f)), m1);
+    } else { // Q6_K: sub-block g = half h, line k
+        const uint8_t *b = row + (size_t)(c32 / 8) * 210;
+        const int g = (int)(c32 % 8), h = g / 4, k = g % 4;
+        const float d = h2f(*(const uint16_t *)(b + 208));
+        const int8_t *scales = (const int8_t *)(b + 192);
+        const uint8_t *ql = b + 64 * h + 32 * (k & 1), *qh = b + 128 + 32 * h;
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const int lo = (ql[l] >> (4 * (k >> 1))) & 0x0f, hi = (qh[l] >> (2 * k)) & 3;
+            const float ds = __fmul_rn(d, (float)scales[(128 * h + 32 * k + l) / 16]);
+            v[l] = __fmul_rn(ds, (float)((lo | (hi << 4)) - 32));
+        }
+    }
+    uint4 *o = (uint4 *)(out + (size_t)r * (size_t)cols + 32 * (size_t)c32);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        o[k] = make_uint4(bf2(v[8 * k], v[8 * k + 1]), bf2(v[8 * k + 2], v[8 * k + 3]), bf2(v[8 * k + 4], v[8 * k + 5]),
+                          bf2(v[8 * k + 6], v[8 * k + 7]));
+}
+
 // gemv_only: the activations are already there (bench); pdl: -1 = the default
 tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, float *y, int64_t ldy, void *act,
                   cudaStream_t s, int gemv_only, int pdl = -1)
@@ -964,7 +1332,7 @@ tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, flo
 
 extern "C" void tq_cuda_qgemv_set_staged(int on)
 {
-    g_staged = on == 0 || on == 2 ? on : 1;
+    g_staged = on == 0 || on == 1 || on == 2 ? on : 3;
 }
 
 extern "C" void tq_cuda_qgemv_set_split(int ks)
@@ -1087,6 +1455,32 @@ extern "C" tq_status tq_cuda_qgemv_job(const tq_cuda_qjob *jb, void *stream, int
     return TQ_OK;
 }
 
+extern "C" tq_status tq_cuda_qgemv_dequant_bf16(const tq_cuda_qmat *m, void *out, void *stream)
+{
+    tq_status st = tq_cuda_qgemv_check(m);
+    if (st != TQ_OK)
+        return st;
+    const int f = kfmt(m);
+    if (f == F_MLX4 || f == F_MLX8)
+        return QG_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_qgemv_dequant_bf16: MLX affine rows (dequantized at upload)");
+    if (!out || (uintptr_t)out % 16 || m->cols % 8)
+        return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv_dequant_bf16: out %p must be 16-byte aligned", out);
+    const int64_t n = m->rows * (m->cols / 32);
+    const unsigned grid = (unsigned)((n + 255) / 256);
+    const cudaStream_t s = (cudaStream_t)stream;
+    const uint8_t *w = (const uint8_t *)m->w;
+    uint16_t *o = (uint16_t *)out;
+    switch (f) {
+    case F_Q8_0: dequant_bf16_kernel<F_Q8_0><<<grid, 256, 0, s>>>(w, m->row_bytes, m->rows, m->cols, o); break;
+    case F_Q4_0: dequant_bf16_kernel<F_Q4_0><<<grid, 256, 0, s>>>(w, m->row_bytes, m->rows, m->cols, o); break;
+    case F_Q4_1: dequant_bf16_kernel<F_Q4_1><<<grid, 256, 0, s>>>(w, m->row_bytes, m->rows, m->cols, o); break;
+    case F_Q4_K: dequant_bf16_kernel<F_Q4_K><<<grid, 256, 0, s>>>(w, m->row_bytes, m->rows, m->cols, o); break;
+    default: dequant_bf16_kernel<F_Q6_K><<<grid, 256, 0, s>>>(w, m->row_bytes, m->rows, m->cols, o); break;
+    }
+    QG_CUDA(cudaGetLastError());
+    return TQ_OK;
+}
+
 namespace {
 // device buffers freed on scope exit
 struct dbufs {
@@ -1165,6 +1559,26 @@ extern "C" tq_status tq_cuda_qgemv_host(const tq_cuda_qmat *m, const float *x, i
                 memcpy(&act_d[(size_t)t * (m->cols / blk) + b], a + ag.off_d + 4 * b, 4);
         }
     }
+    return TQ_OK;
+}
+
+extern "C" tq_status tq_cuda_qgemv_dequant_host(const tq_cuda_qmat *m, uint16_t *out)
+{
+    if (!m || !out)
+        return QG_FAIL(TQ_E_ARG, "tq_cuda_qgemv_dequant_host: NULL argument");
+    tq_cuda_qmat d = *m;
+    const size_t wb = (size_t)m->rows * m->row_bytes, ob = (size_t)m->rows * (size_t)m->cols * 2;
+    dbufs B;
+    void *dw, *dout;
+    QG_CUDA(B.get(&dw, wb));
+    QG_CUDA(B.get(&dout, ob));
+    d.w = dw;
+    QG_CUDA(cudaMemcpy(dw, m->w, wb, cudaMemcpyHostToDevice));
+    const tq_status st = tq_cuda_qgemv_dequant_bf16(&d, dout, NULL);
+    if (st != TQ_OK)
+        return st;
+    QG_CUDA(cudaDeviceSynchronize());
+    QG_CUDA(cudaMemcpy(out, dout, ob, cudaMemcpyDeviceToHost));
     return TQ_OK;
 }
 

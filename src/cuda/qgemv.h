@@ -65,6 +65,16 @@ size_t tq_cuda_qgemv_act_bytes(const tq_cuda_qmat *m, int n);
 tq_status tq_cuda_qgemv(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, float *y,
                         int64_t ldy, void *act, void *stream);
 
+/* tq_cuda_qgemv_dequant_bf16() -- out (device, rows x cols bf16, row-major, 16-byte aligned) =
+ * the matrix's values (the CPU's scalar dequantizer's f32 values rounded to bf16, nearest even),
+ * for the ggml formats (MLX affine: TQ_E_UNSUPPORTED). Prefill multiplies these rows with cuBLAS.
+ * Asynchronous on `stream`. */
+tq_status tq_cuda_qgemv_dequant_bf16(const tq_cuda_qmat *m, void *out, void *stream);
+
+/* tq_cuda_qgemv_dequant_host() -- the same from and to host memory (tests): m->w a host pointer,
+ * out rows * cols bf16 values; synchronizes. */
+tq_status tq_cuda_qgemv_dequant_host(const tq_cuda_qmat *m, uint16_t *out);
+
 /* A decode job in one launch: y_i (one token, device f32) = M_i . pre(src) for n_out <= 4
  * matrices of the same format, columns and (MLX) group / scale type, where pre is
  *   0: src as is; 1: RMSNorm of src with weight aux, eps, (1 + aux) when plus_one;
@@ -89,10 +99,14 @@ tq_status tq_cuda_qgemv_job(const tq_cuda_qjob *j, void *stream, int pdl);
 /* tq_cuda_qgemv_set_split() -- warps per row at batch 1 (1, 2 or 4; anything else = automatic:
  * 4 below 512 rows, 2 below 2048, else 1) for later calls of this process (benchmarks). Not thread-safe against concurrent calls. */
 void tq_cuda_qgemv_set_split(int ks);
-/* tq_cuda_qgemv_set_staged() -- 1 (default): batch 1 of Q8_0 / Q4_0 / Q6_K with 16-byte aligned
- * packed rows streams each row through shared memory (cp.async, 3 chunks in flight); 2: Q4_K
- * too (slower on the H200, kept for A/Bs); 0: the direct kernel everywhere (loads from global
- * memory per unit). Same results up to the order of the f32 partial sums. */
+/* tq_cuda_qgemv_set_staged() -- batch-1 kernel choice for later calls of this process (A/Bs,
+ * tests). 3 (default; anything else than 0..2): the wide kernel for Q8_0 / Q4_0 / Q4_1 / Q4_K
+ * with 16-byte aligned rows (persistent blocks, the activation in shared memory, each lane
+ * decodes whole blocks from conflict-free 32-bit shared loads, rows streamed through shared
+ * memory with cp.async), Q6_K as 1; 1: Q8_0 / Q4_0 / Q4_1 / Q6_K stream each row through shared
+ * memory per unit (cp.async, 3 chunks in flight), Q4_K direct; 2: as 1 with Q4_K staged too;
+ * 0: the direct kernel everywhere (loads from global memory per unit). Same results up to the
+ * order of the f32 partial sums. */
 void tq_cuda_qgemv_set_staged(int on);
 
 /* tq_cuda_qgemv_host() -- the same with host memory (tests): m's pointers are host pointers;

@@ -50,6 +50,18 @@ tq_status tq_cuda_qgemv_job(const tq_cuda_qjob *j, void *stream, int pdl)
     return NO_CUDA("tq_cuda_qgemv_job");
 }
 
+tq_status tq_cuda_qgemv_dequant_bf16(const tq_cuda_qmat *m, void *out, void *stream)
+{
+    (void)m, (void)out, (void)stream;
+    return NO_CUDA("tq_cuda_qgemv_dequant_bf16");
+}
+
+tq_status tq_cuda_qgemv_dequant_host(const tq_cuda_qmat *m, uint16_t *out)
+{
+    (void)m, (void)out;
+    return NO_CUDA("tq_cuda_qgemv_dequant_host");
+}
+
 tq_status tq_cuda_qgemv_host(const tq_cuda_qmat *m, const float *x, int n, float *y, int8_t *act_qs,
                              float *act_d)
 {

@@ -618,6 +618,7 @@ tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opt
     }
     tqc_be_set_gemv(s->be, !o->no_gemv);
     tqc_be_set_pdl(s->be, !o->kv.no_pdl);
+    tqc_be_set_prefill_dq(s->be, o->prefill_qgemv ? 0 : 9);
     s->graph = !o->no_graph;
     return TQ_OK;
 }
