@@ -257,7 +257,8 @@ static void test_matvec(int t, int64_t k)
 {
     const char *name = tq_ggml_type_name(t);
     const int64_t m = 37;
-    const int64_t n = 19; /* token tiles of 4 and leftovers; >= 2: the AVX512-VNNI 32-format tile */
+    const int64_t n = 23; /* token tiles of 4 and leftovers; >= 2: the AVX512-VNNI 32-format tile;
+                             >= 16: the K formats' 8-token tiles, then 4, then the dot */
     const int64_t ldy = m + 3;
     const size_t rb = (size_t)(k / tq_ggml_block_size(t)) * tq_ggml_type_size(t);
     const size_t ab = tq_qdot_act_bytes(t, k);
@@ -273,7 +274,7 @@ static void test_matvec(int t, int64_t k)
         if (!isa[i]->mv_q8[t])
             continue;
         for (int path = 0; path < 2; path++) {
-            static const int64_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 16, 17, 19};
+            static const int64_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 16, 17, 19, 20, 23};
             for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
                 const int64_t nn = ns[ni];
                 const int64_t r0 = 3;

@@ -1143,7 +1143,32 @@ static inline __attribute__((always_inline)) void kt_store(const __m128 *acc, co
  * into one zmm per (row, token); Q6_K's weights are taken unsigned (q, not q - 32) and
  * 32 * sum_s sc[s] * bsums[s] is subtracted. Then the f32 steps of qdot.h, lane = token:
  * acc += (d * d_a) * (float)P, accm += (dmin * d_a) * (float)M, result acc - accm. */
-enum { KT_R = 4, KT_T = 4 };
+enum { KT_R = 4, KT_T = 4, KT_T8 = 8 };
+
+/* 8 tokens' int32 vectors -> their 8 sums (the first T; T <= 4 leaves lanes 4-7 zero) */
+static inline __attribute__((always_inline)) __m256i kt_hsum8(const __m256i *v, int T)
+{
+    const __m128i lo = kt_hsum4(v[0], v[1], v[2], v[3]);
+    const __m128i hi = T > 4 ? kt_hsum4(v[4], v[5], v[6], v[7]) : _mm_setzero_si128();
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
+/* kt_accumulate with up to 8 tokens (lane = token): the same f32 steps per lane */
+static inline __attribute__((always_inline)) void kt_accumulate8(__m256 *acc, __m256 *accm,
+                                                                 const __m256i *yv,
+                                                                 const __m256i *mv,
+                                                                 const uint8_t *b, int q6,
+                                                                 __m256 da, int T)
+{
+    const __m256 P = _mm256_cvtepi32_ps(kt_hsum8(yv, T));
+    const __m256 d = _mm256_set1_ps(f16c(b + (q6 ? 208 : 0)));
+    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_mul_ps(d, da), P));
+    if (!q6) {
+        const __m256 M = _mm256_cvtepi32_ps(kt_hsum8(mv, T));
+        const __m256 dm = _mm256_set1_ps(f16c(b + 2));
+        *accm = _mm256_add_ps(*accm, _mm256_mul_ps(_mm256_mul_ps(dm, da), M));
+    }
+}
 
 /* The 64 weights of group pair j (elements 64j .. 64j+63) of a super-block as unsigned bytes. */
 static inline __attribute__((always_inline)) __m512i kt_q(int F, const uint8_t *b, int j)
@@ -1181,18 +1206,18 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
 {
     const int q6 = F == TQ_GGML_Q6_K;
     const size_t bs = q6 ? 210 : F == TQ_GGML_Q5_K ? 176 : 144;
-    __m128 acc[KT_R], accm[KT_R];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm_setzero_ps();
+    __m256 acc[KT_R], accm[KT_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        float dav[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        __m128i gs[KT_T]; /* Q4_K/Q5_K: the 8 group sums of each token (words) */
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        float dav[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        __m128i gs[KT_T8]; /* Q4_K/Q5_K: the 8 group sums of each token (words) */
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)
         {
             dav[t] = at[t][i].d;
             gs[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)at[t][i].bsums),
                                    _mm_loadu_si128((const __m128i *)(at[t][i].bsums + 8)));
         }
-        const __m128 da = _mm_loadu_ps(dav);
+        const __m256 da = _mm256_loadu_ps(dav);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
         {
             const uint8_t *b = w + (size_t)r * row_bytes + (size_t)i * bs;
@@ -1214,27 +1239,38 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
                             1),
                         z);
             } else {
-                uint8_t sc[8], mb[8];
-                scales_mins_k4(b + 4, sc, mb);
+                /* scales_mins_k4's words in one xmm (scales: bytes 0-7, mins: 8-15); each
+                 * group pair's scale words by one vpermw (was 8 broadcasts from memory and 4
+                 * inserts per super-block: Q4_K n = 512 prefill tile -7%, qdot_bench) */
+                uint32_t u[3];
+                memcpy(u, b + 4, 12);
+                const __m128i v = _mm_setr_epi32(
+                    (int)(u[0] & 0x3f3f3f3fu),
+                    (int)((u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)),
+                    (int)(u[1] & 0x3f3f3f3fu),
+                    (int)(((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)));
+                const __m512i z = _mm512_castsi128_si512(_mm_cvtepu8_epi16(v));
                 sc16 = _mm256_setzero_si256();
-                mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mb));
+                mn = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(v, v));
                 _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
-                    sw[j] = _mm512_inserti64x4(_mm512_set1_epi16(sc[2 * j]),
-                                               _mm256_set1_epi16(sc[2 * j + 1]), 1);
+                    sw[j] = _mm512_permutexvar_epi16(
+                        _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * j)),
+                                           _mm256_set1_epi16((short)(2 * j + 1)), 1),
+                        z);
             }
-            __m512i p[KT_T];
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) p[t] = _mm512_setzero_si512();
+            __m512i p[KT_T8];
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) p[t] = _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
             {
                 const __m512i q = kt_q(F, b, j);
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)
                 {
                     const __m512i av = _mm512_loadu_si512((const void *)(at[t][i].qs + 64 * j));
                     p[t] = _mm512_dpwssd_epi32(p[t], _mm512_maddubs_epi16(q, av), sw[j]);
                 }
             }
-            __m256i yv[4], mv[4];
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            __m256i yv[KT_T8], mv[KT_T8];
+            _Pragma("GCC unroll 8") for (int t = 0; t < KT_T8; t++)
             {
                 if (t < T) {
                     yv[t] = _mm256_add_epi32(_mm512_castsi512_si256(p[t]),
@@ -1252,10 +1288,15 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
                     yv[t] = mv[t] = _mm256_setzero_si256();
                 }
             }
-            kt_accumulate(&acc[r], &accm[r], yv, mv, b, q6, da);
+            kt_accumulate8(&acc[r], &accm[r], yv, mv, b, q6, da, T);
         }
     }
-    kt_store(acc, accm, R, T, q6, y, ldy);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float v[8];
+        _mm256_storeu_ps(v, q6 ? acc[r] : _mm256_sub_ps(acc[r], accm[r]));
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
+    }
 }
 
 #else
@@ -1348,31 +1389,39 @@ typedef void (*kt_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nsb,
         kt_tile(F, R, T, w, row_bytes, nsb, at, y, ldy);                                         \
     }
 
-/* As qt_run, for the K formats; the tokens past the last full tile go through the dot. */
-static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, const void *w,
-                          size_t row_bytes, int64_t k, const void *act, int64_t n, float *y,
-                          int64_t ldy, int64_t r0, int64_t r1)
+/* As qt_run, for the K formats; the tokens past the last full tile go through the dot. From 16
+ * tokens (prefill) with 8-token tiles (fR8, f18; NULL: none) while 8 remain: a row's per
+ * super-block work (scales, unpacking, the reductions) is then shared by 8 tokens instead of 4
+ * (Gemma 3 Q4_K / Q6_K prefill tiles, same-run signal in docs/results.md). */
+static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, kt_tile_fn fR8, kt_tile_fn f18,
+                          tq_qdot_q8_fn dot, const void *w, size_t row_bytes, int64_t k,
+                          const void *act, int64_t n, float *y, int64_t ldy, int64_t r0,
+                          int64_t r1)
 {
     const int64_t nsb = k / TQ_QKK;
     const int64_t chunk = qt_chunk_rows(row_bytes, n);
-    const int64_t nt = n - n % KT_T;
+    const int64_t n8 = fR8 && n >= 16 ? n - n % 8 : 0; /* tokens in 8-token tiles */
+    const int64_t nt = n8 + (n - n8) - (n - n8) % KT_T; /* ... and in tiles of KT_T */
     const tq_q8k *a = act;
     for (int64_t rc = r0; rc < r1; rc += chunk) {
         const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
-        for (int64_t t = 0; t < nt; t += KT_T) {
-            const tq_q8k *at[KT_T];
-            for (int q = 0; q < KT_T; q++)
+        for (int64_t t = 0; t < nt;) {
+            const int T = t < n8 ? 8 : KT_T;
+            const kt_tile_fn fR = T == 8 ? fR8 : fRT, f1 = T == 8 ? f18 : f1T;
+            const tq_q8k *at[8];
+            for (int q = 0; q < T; q++)
                 at[q] = a + (t + q) * nsb;
             int64_t r = rc;
             for (; r + KT_R <= re; r += KT_R) {
                 if (t == 0)
                     qt_prefetch((const uint8_t *)w + (size_t)r * row_bytes, KT_R * row_bytes);
-                fRT((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
-                    y + t * ldy + r, ldy);
+                fR((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
+                   y + t * ldy + r, ldy);
             }
             for (; r < re; r++)
-                f1T((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
-                    y + t * ldy + r, ldy);
+                f1((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nsb, at,
+                   y + t * ldy + r, ldy);
+            t += T;
         }
         for (int64_t r = rc; r < re; r++) { /* the leftover tokens while the chunk is in cache */
             if (nt == 0) /* no tile read the chunk: prefetch as mvs does (decode, 1-3 tokens) */
@@ -1383,14 +1432,24 @@ static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, tq_qdot_q8_fn dot, con
     }
 }
 
+#ifdef QDOT_VNNI
+#define KT_TILES8(F, name)                                                                       \
+    KT_TILE_FN(F, KT_R, 8, kt_##name##_r8)                                                       \
+    KT_TILE_FN(F, 1, 8, kt_##name##_18)
+#define KT_F8(name) kt_##name##_r8, kt_##name##_18
+#else
+#define KT_TILES8(F, name)
+#define KT_F8(name) NULL, NULL
+#endif
 #define KT_FORMAT(F, name)                                                                       \
     KT_TILE_FN(F, KT_R, KT_T, kt_##name##_rt)                                                    \
     KT_TILE_FN(F, 1, KT_T, kt_##name##_1t)                                                       \
+    KT_TILES8(F, name)                                                                           \
     static void mv_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
     {                                                                                            \
-        kt_run(kt_##name##_rt, kt_##name##_1t, dot_q8_##name, w, row_bytes, k, act, n, y, ldy,   \
-               r0, r1);                                                                          \
+        kt_run(kt_##name##_rt, kt_##name##_1t, KT_F8(name), dot_q8_##name, w, row_bytes, k, act, \
+               n, y, ldy, r0, r1);                                                               \
     }                                                                                            \
     DEFINE_MV_F32(name)
 KT_FORMAT(TQ_GGML_Q4_K, q4_k)
