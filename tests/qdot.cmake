@@ -17,3 +17,13 @@ add_executable(batch_bench ${PROJECT_SOURCE_DIR}/bench/batch_bench.c)
 target_compile_definitions(batch_bench PRIVATE _GNU_SOURCE)
 target_compile_options(batch_bench PRIVATE -Wall -Wextra)
 target_link_libraries(batch_bench PRIVATE turboquant)
+# Does AMX int8 work here, and a per-block-spec prototype of the 8-token tile on it
+# (bench/amx_probe.c; an executable only, x86-64 compilers that know -mamx-int8).
+include(CheckCCompilerFlag)
+check_c_compiler_flag("-mamx-tile -mamx-int8" TQ_CC_HAS_AMX)
+if(TQ_CC_HAS_AMX AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    add_executable(amx_probe ${PROJECT_SOURCE_DIR}/bench/amx_probe.c)
+    target_compile_options(amx_probe PRIVATE -Wall -Wextra -mamx-tile -mamx-int8 -mavx512f
+                           -mavx512bw -mavx512vl -mf16c -mfma)
+    target_link_libraries(amx_probe PRIVATE m)
+endif()
