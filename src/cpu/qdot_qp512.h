@@ -1,6 +1,7 @@
-/* qdot_qp512.h -- the AVX512-VNNI prefill tile of the signed 32-formats (Q8_0, Q4_0, Q5_0,
- * IQ4_NL) over packed activations (qdot.h tq_q8p); included by qdot_avx2.c and
- * qdot_iq4nl_avx2.c when they are compiled with QDOT_VNNI (AVX512-VNNI flags). Internal.
+/* qdot_qp512.h -- the AVX512-VNNI prefill tile of the signed 4/5-bit 32-formats (Q4_0, Q5_0,
+ * IQ4_NL; Q8_0 keeps qdot_avx2.c's qt_run, faster for it) over packed activations (qdot.h
+ * tq_q8p); included by qdot_avx2.c and qdot_iq4nl_avx2.c when they are compiled with QDOT_VNNI
+ * (AVX512-VNNI flags). Internal.
  *
  * A tile = QP_R rows x up to QP_T tokens. One zmm per (row, token) holds both of dot_q8's
  * accumulators (lanes 0-7 acc[0] of the even blocks, 8-15 acc[1] of the odd ones); a step takes
@@ -50,7 +51,7 @@ static inline uint32_t qp_rd32(const uint8_t *p)
 
 static inline size_t qp_bs(int F)
 {
-    return F == TQ_GGML_Q8_0 ? 34 : F == TQ_GGML_Q5_0 ? 22 : 18; /* Q4_0, IQ4_NL: 18 */
+    return F == TQ_GGML_Q5_0 ? 22 : 18; /* Q4_0, IQ4_NL: 18 */
 }
 
 /* 16 bytes at p0 and p1 -> zmm 128-bit lanes p0 p0 p1 p1, the second copy of each shifted by 4:
@@ -71,12 +72,6 @@ static inline __attribute__((always_inline)) __m512i qp_nib_src(const uint8_t *q
 static inline __attribute__((always_inline)) __m512i qp_up2(int F, const uint8_t *p0,
                                                             const uint8_t *p1)
 {
-    if (F == TQ_GGML_Q8_0) {
-        const __m512i v = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0 + 2))),
-            _mm256_loadu_si256((const __m256i *)(p1 + 2)), 1);
-        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
-    }
     if (F == TQ_GGML_Q5_0) {
         /* nibble + 16 * bit - 16 + 128 = nibble | (bit ? 0x80 : 0x70) */
         const __m512i v = qp_nib_src(p0 + 6, p1 + 6);
