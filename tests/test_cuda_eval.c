@@ -8,7 +8,7 @@
  *    argmax equal, lse within 1e-9 relative, picked logits bit-identical.
  *  - SmolLM2 (models/SmolLM2-135M-Instruct.Q4_1.gguf dequantized to f32; skipped without it), on
  *    3 windows of 512 seeded random token ids: tq_eval_ppl_dev CPU vs GPU: ppl relative
- *    difference < 1e-4; a CPU teacher dump (tq_teacher_write) scored by the GPU
+ *    difference < 1e-4; 3 GPU sessions on 3 threads (cuda = 3) give 1 session's nll bit for bit; a CPU teacher dump (tq_teacher_write) scored by the GPU
  *    (tq_eval_kl_teacher_dev cuda 1): mean KL < 1e-5, top-1 >= 0.99; the same dump written on the
  *    GPU and scored on the CPU: the same bounds. The numbers are printed (the bounds were set
  *    from the first H200 run; see docs/results.md "Quality table on the GPU").
@@ -182,6 +182,13 @@ static void run_smol(const char *path)
           "CPU ppl: %s", tq_last_error());
     CHECK(tq_eval_ppl_dev(m, tok, (int64_t)ctx * nw, 1, f32, ctx, 0, 1, NULL, NULL, &pg) == TQ_OK,
           "GPU ppl: %s", tq_last_error());
+    tq_ppl_result p3;
+    CHECK(tq_eval_ppl_dev(m, tok, (int64_t)ctx * nw, 1, f32, ctx, 0, 3, NULL, NULL, &p3) == TQ_OK,
+          "GPU ppl, 3 sessions: %s", tq_last_error());
+    printf("SmolLM2 f32: GPU ppl with 3 sessions on 3 threads %.6f (nll %s 1 session's), %.2f s\n",
+           p3.ppl, memcmp(&p3.nll, &pg.nll, 8) ? "DIFFERS from" : "bit-identical to", p3.seconds);
+    CHECK(!memcmp(&p3.nll, &pg.nll, 8) && p3.n_scored == pg.n_scored,
+          "3 GPU sessions: nll %.17g vs 1 session %.17g", p3.nll, pg.nll);
     const double rel = fabs(pg.ppl - pc.ppl) / pc.ppl;
     printf("SmolLM2 f32: ppl CPU %.6f GPU %.6f (rel %.2e) over %lld positions; CPU %.1f s, GPU "
            "%.2f s (%.1f ms per window)\n", pc.ppl, pg.ppl, rel, (long long)pg.n_scored,

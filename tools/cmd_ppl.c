@@ -19,6 +19,8 @@ static void usage(void)
            "  --cuda        evaluate on the GPU (tq_cuda_session: bf16 or f32 weights, native\n"
            "                blocks; --kv f32 = an f32 device cache; --weights f32 --kv f32 is the\n"
            "                CPU's f32 forward up to summation order)\n"
+           "  --gpu-sessions N  with --cuda: N GPU sessions (streams) on N threads, windows\n"
+           "                dealt round-robin (1..64, default 1; the same result for every N)\n"
            "  --tokenizer T take the tokenizer of T (a GGUF or HF directory) instead of MODEL's\n"
            "                (an MLX directory written from a GGUF has none)\n"
            "  --json F      also write the result as JSON to F ('-' = stdout)\n",
@@ -28,6 +30,7 @@ static void usage(void)
 int cmd_ppl(int argc, char **argv)
 {
     const char *cmd = "ppl", *kvs = "bf16";
+    int gpu_sessions = 1;
     eval_args e = {.model = EVAL_DEFAULT_MODEL, .ctx = 512};
     if (cli_is_help(argc, argv)) {
         usage();
@@ -36,7 +39,15 @@ int cmd_ppl(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--cuda")) {
-            e.cuda = 1;
+            e.cuda = e.cuda ? e.cuda : 1;
+            continue;
+        }
+        if (!strcmp(a, "--gpu-sessions") && v) {
+            long g;
+            if (cli_long(cmd, a, v, 1, 64, &g))
+                return 2;
+            gpu_sessions = (int)g;
+            i++;
             continue;
         }
         if (!v) {
@@ -81,7 +92,8 @@ int cmd_ppl(int argc, char **argv)
             (long long)(n / ctx), ctx, kvs);
     eval_prog p = {cmd, eval_now()};
     tq_ppl_result r;
-    st = tq_eval_ppl_dev(m, tokens, n, bos, kv, (int)ctx, chunks, e.cuda, eval_progress, &p, &r);
+    st = tq_eval_ppl_dev(m, tokens, n, bos, kv, (int)ctx, chunks, e.cuda ? gpu_sessions : 0,
+                         eval_progress, &p, &r);
     if (st) {
         rc = cli_error(cmd, st, "evaluation failed");
     } else {

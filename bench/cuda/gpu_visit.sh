@@ -26,7 +26,8 @@
 #   native    test_cuda_fwd with the model (native Q4_1 weights on the GPU vs the CPU's native path)
 #   weights   the decode bench with --weights native and --weights bf16 (every cache), two interleaved
 #             rounds (needs the model)
-#   wide      test_cuda_qgemv (+ memcheck) and qgemv_bench --staged 1,3 (the wide kernel), two rounds
+#   wide      test_cuda_qgemv (+ memcheck) and qgemv_bench --staged 1,4,3 (the wide kernel), two rounds
+#   widencu   ncu of the wide kernel (NCU_FMTS, default Q4_0 Q4_K; 4096 x 14336)
 #   prefill   tq bench --cuda native prefill: dequantize + cuBLAS vs --prefill-qgemv vs bf16 weights
 #   graphab   the decode bench with the step as one CUDA graph (default) vs --no-graph (or the
 #             GA_VARIANTS given), two interleaved rounds (needs the model)
@@ -287,9 +288,20 @@ PY
         timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_qgemv --quick \
             > $w/qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/qgemv_memcheck.log
         for r in 1 2; do
-            st=${WIDE_STAGED:-1,3}; [ $r = 2 ] && st=$(echo $st | tr ',' '\n' | tac | paste -sd,)
+            st=${WIDE_STAGED:-1,4,3}; [ $r = 2 ] && st=$(echo $st | tr ',' '\n' | tac | paste -sd,)
             timeout 200 $B/tests/qgemv_bench --staged $st --csv $w/wide_n1_r$r.csv > $w/wide_n1_r$r.md 2>&1
             echo "qgemv_bench --staged $st round $r rc=$?"; cat $w/wide_n1_r$r.md
+        done
+        pack
+        ;;
+    widencu)
+        # ncu of the wide kernel (Q4_0 and Q4_K, 4096 x 14336, cold)
+        for f in ${NCU_FMTS:-Q4_0 Q4_K}; do
+            timeout 120 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+                --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+                -k regex:wide --launch-skip 4 --launch-count 1 $B/tests/qgemv_bench --fmt $f --shape 4096x14336 \
+                --reps 2 > $w/ncu_wide_$f.txt 2>&1
+            echo "ncu wide $f rc=$?"; grep -E "DRAM Throughput|Memory Throughput|Duration|Issue Slots Busy|Achieved Occupancy|No Eligible|Registers Per|Stall|L1/TEX Hit|Compute \(SM\)" $w/ncu_wide_$f.txt | head -16
         done
         pack
         ;;

@@ -6,7 +6,9 @@
  * Usage: qgemv_bench [--shape RxC[,RxC...]] [--n N] [--reps R] [--timing cold|host] [--csv FILE]
  *                    [--split K[,K...]]   (warps per row at batch 1: 0 = automatic, 1, 2, 4)
  *                    [--staged 3,1,0]     (batch-1 kernel of the ggml formats, tq_cuda_qgemv_set_staged:
- *                                          3 = wide (default), 1 = staged per unit, 2 = 1 + Q4_K, 0 = direct)
+ *                                          3 = wide (default), 4 = wide with a plain activation copy,
+ *                                          1 = staged per unit, 2 = 1 + Q4_K, 0 = direct)
+ *                    [--fmt NAME]         (one format: Q8_0 Q4_0 Q4_1 Q4_K Q6_K MLX4g64 MLX8g64)
  * Default: 4096x14336 and 14336x4096, n 1, 50 reps, cold (L2 flushed before each call). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@
 
 int main(int argc, char **argv)
 {
-    const char *shapes = "4096x14336,14336x4096", *csv_path = NULL, *splits = "0", *stageds = "3";
+    const char *shapes = "4096x14336,14336x4096", *csv_path = NULL, *splits = "0", *stageds = "3", *only = NULL;
     int n = 1, reps = 50, cold = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -32,11 +34,13 @@ int main(int argc, char **argv)
             stageds = v, i++;
         else if (!strcmp(argv[i], "--split"))
             splits = v, i++;
+        else if (!strcmp(argv[i], "--fmt"))
+            only = v, i++;
         else if (!strcmp(argv[i], "--csv"))
             csv_path = v, i++;
         else {
             fprintf(stderr, "usage: qgemv_bench [--shape RxC,...] [--n N] [--reps R] [--timing cold|host] "
-                            "[--csv FILE] [--split K,...] [--staged 3,1,2,0]\n");
+                            "[--csv FILE] [--split K,...] [--staged 3,4,1,2,0] [--fmt NAME]\n");
             return 2;
         }
     }
@@ -74,6 +78,7 @@ int main(int argc, char **argv)
             return 2;
         }
         for (size_t i = 0; i < sizeof F / sizeof F[0]; i++)
+        if (!only || !strcmp(only, F[i].name))
         for (const char *st = stageds; *st; st += strcspn(st, ",") + (st[strcspn(st, ",")] == ','))
         for (const char *sp = splits; *sp; sp += strcspn(sp, ",") + (sp[strcspn(sp, ",")] == ',')) {
             const int ks = atoi(sp);
@@ -92,7 +97,7 @@ int main(int argc, char **argv)
             const double read_gbps = (double)t.bytes / (t.us_read * 1e-6) / 1e9;
             printf("| %s | %lldx%lld | %s | %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f%% | %.0f%% |\n", F[i].name, r,
                    c, ks ? (ks == 1 ? "1" : ks == 2 ? "2" : "4") : "auto",
-                   F[i].fmt == TQ_CUDA_QGEMV_MLX || n > 1 ? "-" : staged == 3 ? "wide" : staged == 2 ? "all" : staged ? "yes" : "no", (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
+                   F[i].fmt == TQ_CUDA_QGEMV_MLX || n > 1 ? "-" : staged == 3 ? "wide" : staged == 4 ? "wide-sync" : staged == 2 ? "all" : staged ? "yes" : "no", (double)t.bytes / 1e6, t.us_med, t.us_min, t.us_nopdl, t.us_kernel, t.us_read, gbps,
                    100.0 * gbps / copy, 100.0 * gbps / read_gbps);
             if (csv)
                 fprintf(csv, "%s,%s,%lld,%lld,%d,%d,%d,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f\n", dev, F[i].name,

@@ -7,9 +7,9 @@
 #   evaltest     tests/test_cuda_eval (tiny models; SmolLM2 when models/ has it)
 #   stash P      copy the carried model part $PARTS/P to /tmp/qm (a warm machine keeps it)
 #   join NAME N  cat /tmp/qm/NAME.part0..N-1 into /tmp/qm/NAME, sha256, link models/NAME
-#   smoke M      tq ppl --cuda on 16 windows of WikiText-2 (time per window) and on the CPU (2
-#                windows, -t 16) against the GPU's 2 windows
-#   table KEY    quality_table.py --cuda --jobs ${JOBS:-12} --models KEY (32 windows KL + whole-
+#   smoke M      tq ppl --cuda on 16 windows of WikiText-2 (time per window; 1 and 4 GPU sessions)
+#                and on the CPU (2 windows, -t 16) against the GPU's 2 windows
+#   table KEY    quality_table.py --cuda --jobs ${JOBS:-12} --gpu-sessions ${GPU_SESSIONS:-1} --models KEY (32 windows KL + whole-
 #                text ppl) in /tmp/qt (resumable); raw JSON + logs to $OUT
 set -uo pipefail
 out=${OUT:-out/quant}
@@ -50,6 +50,8 @@ while [ $# -gt 0 ]; do
         for d in cuda; do
             timeout 200 $TQ ppl -m $m -f $S/texts/wiki.txt --weights f32 --kv f32 --chunks 16 --cuda --json $out/smoke_gpu16.json 2>&1 | tail -1
         done
+        timeout 200 $TQ ppl -m $m -f $S/texts/wiki.txt --weights f32 --kv f32 --chunks 16 --cuda --gpu-sessions 4 \
+            --json $out/smoke_gpu16_s4.json 2>&1 | tail -1
         timeout 200 $TQ ppl -m $m -f $S/texts/wiki.txt --weights f32 --kv f32 --chunks 2 --cuda 2>&1 | tail -1
         timeout 200 $TQ ppl -m $m -f $S/texts/wiki.txt --weights f32 --kv f32 --chunks 2 -t 16 2>&1 | tail -1
         ;;
@@ -57,7 +59,8 @@ while [ $# -gt 0 ]; do
         key=$1; shift
         PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$S/lq timeout ${TABLE_S:-560} python3 scripts/quant/quality_table.py --cuda \
             --tq $TQ --llama-quantize $S/lq/llama-quantize --wiki $S/texts/wiki.txt --gpl3 $S/texts/gpl3.txt \
-            --models $key --chunks 32 --texts wiki,gpl3 --jobs ${JOBS:-12} --out /tmp/qt --json $out/qt_$key.json \
+            --models $key --chunks 32 --texts wiki,gpl3 --jobs ${JOBS:-12} --gpu-sessions ${GPU_SESSIONS:-1} \
+            --out /tmp/qt --json $out/qt_$key.json \
             > $out/table_$key.md 2> $out/table_$key.log
         echo "table $key rc=$?"; tail -5 $out/table_$key.log
         (cd /tmp/qt && tar czf $out/qt_${key}_json.tgz $(find $key -name "*.json" -o -name "*.log" | grep -v make.log) 2>/dev/null)

@@ -31,9 +31,12 @@ TQ_API tq_status tq_eval_ppl(tq_model *model, const int32_t *tokens, int64_t n_t
                              int32_t bos, tq_kv_scheme kv, int ctx, int64_t max_windows,
                              tq_eval_progress_fn progress, void *user, tq_ppl_result *out);
 
-/* tq_eval_ppl_dev() -- tq_eval_ppl() on the CPU (cuda 0) or through a GPU session (cuda 1:
- * tq_cuda_session_create(model, kv, ctx); each window one prefill, each scored row's log-sum-exp
- * and next-token logit computed on the device). Same windows, positions and result. */
+/* tq_eval_ppl_dev() -- tq_eval_ppl() on the CPU (cuda 0) or through GPU sessions (cuda = N >= 1:
+ * N x tq_cuda_session_create(model, kv, ctx), each its own stream and weight copy, taking the
+ * windows round-robin from N threads so that one window's small kernels overlap another's; each
+ * window one prefill, each scored row's log-sum-exp and next-token logit computed on the device;
+ * the per-position terms are summed in window order, so N does not change the result). Same
+ * windows, positions and result as the CPU up to f32 summation order. */
 TQ_API tq_status tq_eval_ppl_dev(tq_model *model, const int32_t *tokens, int64_t n_tokens,
                                  int32_t bos, tq_kv_scheme kv, int ctx, int64_t max_windows,
                                  int cuda, tq_eval_progress_fn progress, void *user,

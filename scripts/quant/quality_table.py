@@ -99,6 +99,8 @@ def main():
     ap.add_argument("--rot", default="0,1", help="without (0) / with (1) --rotate for tq rows")
     ap.add_argument("--json", default=None)
     ap.add_argument("--cuda", action="store_true", help="evaluate on the GPU (tq ... --cuda)")
+    ap.add_argument("--gpu-sessions", type=int, default=1,
+                    help="with --cuda: tq ppl --gpu-sessions N (N streams per whole-text ppl)")
     ap.add_argument("--full-ppl", type=int, default=None,
                     help="1: a whole-text ppl column per text (default: 1 with --cuda, else 0)")
     a = ap.parse_args()
@@ -198,6 +200,7 @@ def main():
                 if os.path.exists(fj) or run(
                         nice + [a.tq, "ppl", "-m", p, "-f", TEXTS[tk], "--ctx", "512", "--chunks", "0",
                                 "--weights", "f32", "--kv", "f32", "-t", str(threads), "--json", fj] + dev
+                        + (["--gpu-sessions", str(a.gpu_sessions)] if a.cuda and a.gpu_sessions > 1 else [])
                         + (["--tokenizer", f32] if grp == "affine" else []), fj + ".log"):
                     f_ = json.load(open(fj))
                     r_["texts"][tk].update({"ppl_full": f_["ppl"], "full_windows": f_["windows"],

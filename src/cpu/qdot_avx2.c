@@ -848,6 +848,21 @@ enum { QT2_T = 4 };
                 accm[q] = accm[q] + mw * at[q][i].s;                                             \
         }                                                                                        \
     } while (0)
+/* Prefill (n >= 16) of the signed formats (no min term): 1 row x 8 tokens in two passes over the
+ * row, the even blocks (acc[0] of dot_q8, 8 accumulators), then the odd ones (acc[1]); each
+ * accumulator's sequence is dot_q8's, and v = acc[0] + acc[1] as there. A row's unpacking is
+ * then shared by 8 tokens instead of 4 within 16 ymm registers. */
+#define QT8_PASS(UP, IP, P0)                                                                     \
+    do {                                                                                         \
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) acc8[q] = _mm256_setzero_ps();       \
+        for (int64_t i = (P0); i < nb; i += 2) {                                                 \
+            const uint8_t *bb = wr + (size_t)i * BS;                                             \
+            const __m256i wv = UP(bb);                                                           \
+            const float dw = f16c(bb);                                                           \
+            _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) acc8[q] = _mm256_fmadd_ps(       \
+                IP(wv, at8[q][i].qs), _mm256_set1_ps(dw * at8[q][i].d), acc8[q]);               \
+        }                                                                                        \
+    } while (0)
 #define QT2_FORMAT(name, BS_, IP, HAS_MIN)                                                       \
     static int64_t tile2_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,  \
                                    int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)     \
@@ -855,10 +870,27 @@ enum { QT2_T = 4 };
         enum { BS = BS_ };                                                                       \
         const int64_t nb = k / TQ_QK;                                                            \
         const int64_t chunk = qt_chunk_rows(row_bytes, n);                                          \
-        const int64_t nt = n - n % QT2_T;                                                         \
+        const int64_t n8 = !(HAS_MIN) && n >= 16 ? n - n % 8 : 0; /* tokens in 8-tiles */        \
+        const int64_t nt = n8 + (n - n8) - (n - n8) % QT2_T;                                     \
         for (int64_t rc = r0; rc < r1; rc += chunk) {                                            \
             const int64_t re = rc + chunk < r1 ? rc + chunk : r1;                                \
-            for (int64_t t = 0; t < nt; t += QT2_T) {                                             \
+            for (int64_t t = 0; t < n8; t += 8) {                                                \
+                const tq_q8a *at8[8];                                                            \
+                for (int q = 0; q < 8; q++)                                                      \
+                    at8[q] = (const tq_q8a *)act + (t + q) * nb;                                 \
+                for (int64_t r = rc; r < re; r++) {                                              \
+                    const uint8_t *wr = (const uint8_t *)w + (size_t)r * row_bytes;              \
+                    if (t == 0)                                                                  \
+                        qt_prefetch(wr, row_bytes);                                              \
+                    __m256 acc8[8], even[8];                                                     \
+                    QT8_PASS(up_##name, IP, 0);                                                  \
+                    _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) even[q] = acc8[q];       \
+                    QT8_PASS(up_##name, IP, 1);                                                  \
+                    _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++)                          \
+                        y[(t + q) * ldy + r] = hsum8(_mm256_add_ps(even[q], acc8[q]));           \
+                }                                                                                \
+            }                                                                                    \
+            for (int64_t t = n8; t < nt; t += QT2_T) {                                            \
                 const tq_q8a *at[QT2_T];                                                          \
                 for (int q = 0; q < QT2_T; q++)                                                   \
                     at[q] = (const tq_q8a *)act + (t + q) * nb;                                  \

@@ -634,6 +634,11 @@ __host__ __device__ inline int wide_act_smem(int64_t cols, int ablk)
     return wide_sq(cols) + (int)al16_d(4 * (size_t)(cols / ablk)) + (int)al16_d(4 * (size_t)(cols / 32));
 }
 
+__device__ __forceinline__ void cp_async4(void *dst, const void *src)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+}
 __device__ __forceinline__ int swz(int p)
 {
     return p ^ ((p >> 3) & 7);
@@ -735,7 +740,7 @@ __device__ __forceinline__ float wide_dot(const uint8_t *cb, int ci, int gi, int
     }
 }
 
-template <int F>
+template <int F, bool ASYNC>
 __global__ void __launch_bounds__(32 * WW, 2) qgemv_wide_kernel(const qargs g)
 {
     using W = wide_of<F>;
@@ -771,18 +776,25 @@ __global__ void __launch_bounds__(32 * WW, 2) qgemv_wide_kernel(const qargs g)
     for (int c = 0; c < NS - 1; c++)
         issue(c);
     pdl_wait();
-    {
-        const int nq = (int)(g.cols / 16);
+    const float *gd = (const float *)(g.act + g.ag.off_d), *gs = (const float *)(g.act + g.ag.off_s);
+    const int nq = (int)(g.cols / 16);
+    if (ASYNC) { // every piece in flight at once (one L2 round trip), then wait for them and the weight prologue
+        for (int p = threadIdx.x; p < nq; p += 32 * WW)
+            cp_async16(sq + 16 * swz(p), g.act + 16 * (size_t)p);
+        for (int i = threadIdx.x; i < nbA; i += 32 * WW)
+            cp_async4(sd + i, gd + i);
+        if (F != F_Q4_K)
+            for (int i = threadIdx.x; i < nb32; i += 32 * WW)
+                cp_async4(ss + i, gs + i);
+        asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+    } else { // plain loads and stores (A/B: tq_cuda_qgemv_set_staged(4))
         for (int p = threadIdx.x; p < nq; p += 32 * WW)
             *(int4 *)(sq + 16 * swz(p)) = *(const int4 *)(g.act + 16 * (size_t)p);
-        const float *gd = (const float *)(g.act + g.ag.off_d);
         for (int i = threadIdx.x; i < nbA; i += 32 * WW)
             sd[i] = gd[i];
-        if (F != F_Q4_K) {
-            const float *gs = (const float *)(g.act + g.ag.off_s);
+        if (F != F_Q4_K)
             for (int i = threadIdx.x; i < nb32; i += 32 * WW)
                 ss[i] = gs[i];
-        }
     }
     __syncthreads();
     if (F == F_Q4_K) { // integer sums of the activation per 32 (the min term)
@@ -825,8 +837,8 @@ template <int F> size_t wide_smem(int64_t cols)
     return (size_t)wide_act_smem(cols, F == F_Q4_K ? 256 : 32) + (size_t)WW * wide_of<F>::NST * wide_of<F>::CH;
 }
 
-template <int F>
-cudaError_t launch_wide(const qargs &g, cudaStream_t s, int pdl)
+template <int F, bool ASYNC>
+cudaError_t launch_wide_a(const qargs &g, cudaStream_t s, int pdl)
 {
     const size_t smem = wide_smem<F>(g.cols);
     static int attr_for = -1, n_sm = 0; // the opt-in is per kernel; set once to the largest
@@ -839,14 +851,14 @@ cudaError_t launch_wide(const qargs &g, cudaStream_t s, int pdl)
         if (e == cudaSuccess)
             e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
         if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(qgemv_wide_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            e = cudaFuncSetAttribute(qgemv_wide_kernel<F, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)std::min((size_t)optin, WIDE_MAX_SMEM));
         if (e != cudaSuccess)
             return e;
         attr_for = 1;
     }
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, qgemv_wide_kernel<F>, 32 * WW, smem);
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, qgemv_wide_kernel<F, ASYNC>, 32 * WW, smem);
     if (e != cudaSuccess)
         return e;
     const int64_t want = (g.rows + WW - 1) / WW, cap = (int64_t)std::max(per_sm, 1) * n_sm;
@@ -860,7 +872,15 @@ cudaError_t launch_wide(const qargs &g, cudaStream_t s, int pdl)
     at[0].val.programmaticStreamSerializationAllowed = 1;
     c.attrs = at;
     c.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&c, qgemv_wide_kernel<F>, g);
+    return cudaLaunchKernelEx(&c, qgemv_wide_kernel<F, ASYNC>, g);
+}
+
+// tq_cuda_qgemv_set_staged(4): the wide kernel with the plain activation copy (A/B)
+int g_staged_4 = 0;
+template <int F>
+cudaError_t launch_wide(const qargs &g, cudaStream_t s, int pdl)
+{
+    return g_staged_4 ? launch_wide_a<F, false>(g, s, pdl) : launch_wide_a<F, true>(g, s, pdl);
 }
 
 size_t packed_bytes_of(int f, int64_t cols)
@@ -1333,6 +1353,7 @@ tq_status run_dev(const tq_cuda_qmat *m, const float *x, int64_t ldx, int n, flo
 extern "C" void tq_cuda_qgemv_set_staged(int on)
 {
     g_staged = on == 0 || on == 1 || on == 2 ? on : 3;
+    g_staged_4 = on == 4;
 }
 
 extern "C" void tq_cuda_qgemv_set_split(int ks)

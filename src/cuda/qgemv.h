@@ -105,8 +105,9 @@ void tq_cuda_qgemv_set_split(int ks);
  * decodes whole blocks from conflict-free 32-bit shared loads, rows streamed through shared
  * memory with cp.async), Q6_K as 1; 1: Q8_0 / Q4_0 / Q4_1 / Q6_K stream each row through shared
  * memory per unit (cp.async, 3 chunks in flight), Q4_K direct; 2: as 1 with Q4_K staged too;
- * 0: the direct kernel everywhere (loads from global memory per unit). Same results up to the
- * order of the f32 partial sums. */
+ * 0: the direct kernel everywhere (loads from global memory per unit); 4: as 3 with the
+ * activation copied by plain loads instead of cp.async (A/B). Same results up to the order of
+ * the f32 partial sums. */
 void tq_cuda_qgemv_set_staged(int on);
 
 /* tq_cuda_qgemv_host() -- the same with host memory (tests): m's pointers are host pointers;

@@ -182,45 +182,97 @@ tq_status tq_eval_ppl(tq_model *m, const int32_t *tokens, int64_t n_tokens, int3
 }
 
 /* ppl on the GPU: per window only each scored row's log-sum-exp and its next token's logit
- * come back (tq_evl_score) */
-static tq_status ppl_gpu(tq_model *m, const int32_t *tokens, int32_t bos, tq_kv_scheme kv,
-                         int ctx, int64_t nw, tq_eval_progress_fn progress, void *user,
-                         tq_ppl_result *out)
+ * come back (tq_evl_score). n_sess GPU sessions (each its own stream and weights copy) take the
+ * windows round-robin from as many threads, so that the small kernels of one window overlap
+ * another's; every position's term is kept and summed in window order afterwards, so the result
+ * does not depend on n_sess. */
+typedef struct ppl_gpu_job {
+    tq_evl *ev;
+    const int32_t *tokens;
+    int32_t bos;
+    int ctx;
+    int64_t nw;
+    double *terms;      /* (nw, ctx/2 - 1) lse - logit[next]                              */
+    tq_status *st;      /* per thread                                                     */
+    char (*msg)[256];   /* per thread: the failure's text (the error text is per thread)  */
+    tq_eval_progress_fn progress;
+    void *user;
+} ppl_gpu_job;
+
+static void ppl_gpu_task(void *ctx_, int ith, int nth)
 {
-    const int ns = ctx / 2 - 1;
-    tq_evl ev;
-    tq_status st = tq_evl_open(m, kv, ctx, 1, &ev);
+    ppl_gpu_job *j = ctx_;
+    const int ctx = j->ctx, ns = ctx / 2 - 1;
     int32_t *buf = tq_malloc((size_t)ctx * 4), *ids = tq_malloc((size_t)ns * 4);
     float *pk = tq_malloc((size_t)ns * 4);
     double *lse = tq_malloc((size_t)ns * 8);
-    if (!st && (!buf || !ids || !pk || !lse))
+    tq_status st = TQ_OK;
+    if (!buf || !ids || !pk || !lse)
         st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_ppl: out of memory");
-    const double t0 = now_s();
-    double nll = 0.0;
-    int64_t n = 0;
-    for (int64_t w = 0; w < nw && !st; w++) {
-        tq_evl_window_tokens(bos, tokens, w, ctx, buf);
+    for (int64_t w = ith; w < j->nw && !st; w += nth) {
+        tq_evl_window_tokens(j->bos, j->tokens, w, ctx, buf);
         for (int i = 0; i < ns; i++)
-            ids[i] = tokens[w * ctx + ctx / 2 + i + 1];
-        if ((st = tq_evl_score(&ev, buf, ns, NULL, NULL, ids, 1, pk, lse, NULL)))
+            ids[i] = j->tokens[w * ctx + ctx / 2 + i + 1];
+        if ((st = tq_evl_score(&j->ev[ith], buf, ns, NULL, NULL, ids, 1, pk, lse, NULL)))
             break;
-        for (int i = 0; i < ns; i++, n++)
-            nll += lse[i] - (double)pk[i];
-        if (progress)
-            progress(user, w + 1, nw);
+        for (int i = 0; i < ns; i++)
+            j->terms[w * ns + i] = lse[i] - (double)pk[i];
+        if (j->progress && ith == 0) /* thread 0 reports (the others are at about its pace) */
+            j->progress(j->user, w + nth < j->nw ? w + nth : j->nw, j->nw);
     }
-    if (!st) {
-        out->n_scored = n;
-        out->n_windows = nw;
-        out->nll = nll / (double)n;
-        out->ppl = exp(out->nll);
-        out->seconds = now_s() - t0;
-    }
-    tq_evl_close(&ev);
+    j->st[ith] = st;
+    if (st)
+        snprintf(j->msg[ith], sizeof(j->msg[ith]), "%s", tq_last_error());
     tq_free(buf);
     tq_free(ids);
     tq_free(pk);
     tq_free(lse);
+}
+
+static tq_status ppl_gpu(tq_model *m, const int32_t *tokens, int32_t bos, tq_kv_scheme kv,
+                         int ctx, int64_t nw, int n_sess, tq_eval_progress_fn progress,
+                         void *user, tq_ppl_result *out)
+{
+    const int ns = ctx / 2 - 1;
+    if (n_sess > nw)
+        n_sess = (int)nw;
+    tq_evl *ev = tq_calloc((size_t)n_sess, sizeof(*ev));
+    double *terms = tq_malloc((size_t)nw * (size_t)ns * 8);
+    tq_status *sts = tq_calloc((size_t)n_sess, sizeof(*sts));
+    char (*msg)[256] = tq_calloc((size_t)n_sess, sizeof(*msg));
+    tq_pool *pool = NULL;
+    tq_status st = TQ_OK;
+    if (!ev || !terms || !sts || !msg)
+        st = TQ_FAIL(TQ_E_NOMEM, "tq_eval_ppl: out of memory");
+    for (int k = 0; k < n_sess && !st; k++)
+        st = tq_evl_open(m, kv, ctx, 1, &ev[k]);
+    if (!st && n_sess > 1)
+        st = tq_pool_create(n_sess, &pool);
+    const double t0 = now_s();
+    if (!st) {
+        ppl_gpu_job j = {ev, tokens, bos, ctx, nw, terms, sts, msg, progress, user};
+        tq_pool_run(pool, ppl_gpu_task, &j);
+        for (int k = 0; k < n_sess && !st; k++)
+            if (sts[k])
+                st = TQ_FAIL(sts[k], "%s", msg[k]);
+    }
+    if (!st) {
+        double nll = 0.0;
+        for (int64_t i = 0; i < nw * ns; i++)
+            nll += terms[i];
+        out->n_scored = nw * ns;
+        out->n_windows = nw;
+        out->nll = nll / (double)(nw * ns);
+        out->ppl = exp(out->nll);
+        out->seconds = now_s() - t0;
+    }
+    tq_pool_free(pool);
+    for (int k = 0; ev && k < n_sess; k++)
+        tq_evl_close(&ev[k]);
+    tq_free(ev);
+    tq_free(terms);
+    tq_free(sts);
+    tq_free(msg);
     return st;
 }
 
@@ -236,7 +288,7 @@ tq_status tq_eval_ppl_dev(tq_model *m, const int32_t *tokens, int64_t n_tokens, 
     if ((st = tq_evl_check("tq_eval_ppl", tokens, n_tokens, ctx, max_windows, &nw)))
         return st;
     if (cuda)
-        return ppl_gpu(m, tokens, bos, kv, ctx, nw, progress, user, out);
+        return ppl_gpu(m, tokens, bos, kv, ctx, nw, cuda, progress, user, out);
     const int vocab = m->cfg.vocab;
     tq_session *s = NULL;
     int32_t *buf = tq_malloc((size_t)ctx * sizeof(int32_t));
