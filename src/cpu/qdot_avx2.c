@@ -749,24 +749,39 @@ static inline __attribute__((always_inline)) void q8_tile(int F, int R, const ui
     }
 typedef void (*q8_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nb, const q8_pk *pk,
                            float *y, int64_t ldy);
-/* 8 <= n < 16 tokens, k <= 64 * Q8_PK_MAXP: the 8-token tiles (f8[0]: Q8_R rows, f8[1]: 1 row)
- * for tokens 0-7, qt_run's tiles (f) for tokens 8.. in the same chunk of Q8_RC rows. */
+/* n >= 8 tokens, k <= 64 * Q8_PK_MAXP: the 8-token tiles (f8[0]: Q8_R rows, f8[1]: 1 row) for
+ * the tokens in whole 8s, qt_run's tiles (f) for the rest, all in the same chunk of rows. Below
+ * 16 tokens (batched decode) a chunk is Q8_RC rows and the 8 tokens are prepacked once; from 16
+ * (prefill: the unsigned formats, which gemm_q8 does not take) a chunk is about QT_CHUNK_BYTES
+ * of weights, which stays in cache while every 8-token tile (prepacked per chunk) passes. */
 static inline int64_t q8_run(int sgn, const q8_tile_fn *f8, const qt_tile_fn (*f)[QT_T],
                              const void *w, size_t row_bytes, int64_t k, const void *act,
                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)
 {
     const int64_t nb = k / TQ_QK;
+    const int64_t n8 = n - n % Q8_T;
+    int64_t chunk = Q8_RC;
+    if (n >= 16) {
+        chunk = (int64_t)(QT_CHUNK_BYTES / row_bytes) / Q8_RC * Q8_RC;
+        chunk = chunk < Q8_RC ? Q8_RC : chunk;
+    }
     const tq_q8a *a = act;
     q8_pk pk[Q8_PK_MAXP];
-    q8_prepack(sgn, a, nb, pk);
-    for (int64_t rc = r0; rc < r1; rc += Q8_RC) {
-        const int64_t re = rc + Q8_RC < r1 ? rc + Q8_RC : r1;
-        int64_t r = rc;
-        for (; r + Q8_R <= re; r += Q8_R)
-            f8[0]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pk, y + r, ldy);
-        for (; r < re; r++)
-            f8[1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pk, y + r, ldy);
-        for (int64_t t = Q8_T; t < n; t += QT_T) {
+    if (n8 == Q8_T)
+        q8_prepack(sgn, a, nb, pk);
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+        const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
+        int64_t r;
+        for (int64_t t = 0; t < n8; t += Q8_T) {
+            if (n8 > Q8_T)
+                q8_prepack(sgn, a + t * nb, nb, pk);
+            float *yt = y + t * ldy;
+            for (r = rc; r + Q8_R <= re; r += Q8_R)
+                f8[0]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pk, yt + r, ldy);
+            for (; r < re; r++)
+                f8[1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pk, yt + r, ldy);
+        }
+        for (int64_t t = n8; t < n; t += QT_T) {
             const int T = n - t < QT_T ? (int)(n - t) : QT_T;
             const tq_q8a *at[QT_T];
             for (int q = 0; q < QT_T; q++)
@@ -800,7 +815,7 @@ static inline int64_t q8_run(int sgn, const q8_tile_fn *f8, const qt_tile_fn (*f
             {qt_##name##_r1, qt_##name##_r2, qt_##name##_r3, qt_##name##_r4},                    \
             {qt_##name##_11, qt_##name##_12, qt_##name##_13, qt_##name##_14}};                   \
         static const q8_tile_fn f8[2] = {q8_##name##_r, q8_##name##_1};                          \
-        if (n >= Q8_T && n < 16 && k <= 64 * Q8_PK_MAXP)                                         \
+        if (n >= Q8_T && k <= 64 * Q8_PK_MAXP && (n < 16 || !qt_signed(F)))                      \
             return q8_run(qt_signed(F), f8, f, w, row_bytes, k, act, n, y, ldy, r0, r1);         \
         return qt_run(f, w, row_bytes, k, act, n, y, ldy, r0, r1);                               \
     }
