@@ -1155,45 +1155,8 @@ static inline __m128i kt_hsum4(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
 }
 
 /* one super-block of one row into the K tiles' accumulators, the same f32 steps in the AVX512
- * and AVX2 tiles: acc += d * da * P (per token), accm += dmin * da * M (Q4_K/Q5_K only) */
-static inline __attribute__((always_inline)) void kt_accumulate(__m128 *acc, __m128 *accm,
-                                                                const __m256i *yv,
-                                                                const __m256i *mv,
-                                                                const uint8_t *b, int q6, __m128 da)
-{
-    const __m128 P = _mm_cvtepi32_ps(kt_hsum4(yv[0], yv[1], yv[2], yv[3]));
-    const __m128 d = _mm_set1_ps(f16c(b + (q6 ? 208 : 0)));
-    *acc = _mm_add_ps(*acc, _mm_mul_ps(_mm_mul_ps(d, da), P));
-    if (!q6) {
-        const __m128 M = _mm_cvtepi32_ps(kt_hsum4(mv[0], mv[1], mv[2], mv[3]));
-        const __m128 dm = _mm_set1_ps(f16c(b + 2));
-        *accm = _mm_add_ps(*accm, _mm_mul_ps(_mm_mul_ps(dm, da), M));
-    }
-}
-
-/* y(token t, row r) = acc - accm (acc alone for Q6_K) */
-static inline __attribute__((always_inline)) void kt_store(const __m128 *acc, const __m128 *accm,
-                                                           int R, int T, int q6, float *y,
-                                                           int64_t ldy)
-{
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-    {
-        float v[4];
-        _mm_storeu_ps(v, q6 ? acc[r] : _mm_sub_ps(acc[r], accm[r]));
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
-    }
-}
-
-#ifdef QDOT_VNNI
-/* ---- AVX512 tiles of the K formats (R rows x T tokens; T = 1 is the decode matvec) ----------
- * The super-block integers P and M of qdot.h are exact int32 sums, so any order gives them:
- * per 64 elements (two 32-groups) vpmaddubsw (unsigned weight x signed activation, pairs; no
- * int16 saturation: 63 * 127 * 2 < 2^15) and vpdpwssd with the 16-element scales as words
- * into one zmm per (row, token); Q6_K's weights are taken unsigned (q, not q - 32) and
- * 32 * sum_s sc[s] * bsums[s] is subtracted. Then the f32 steps of qdot.h, lane = token:
- * acc += (d * d_a) * (float)P, accm += (dmin * d_a) * (float)M, result acc - accm. */
-enum { KT_R = 4, KT_T = 4, KT_T8 = 8 };
-
+ * and AVX2 tiles (lane = token, up to 8): acc += d * da * P, accm += dmin * da * M (Q4_K/Q5_K
+ * only) */
 /* 8 tokens' int32 vectors -> their 8 sums (the first T; T <= 4 leaves lanes 4-7 zero) */
 static inline __attribute__((always_inline)) __m256i kt_hsum8(const __m256i *v, int T)
 {
@@ -1202,7 +1165,6 @@ static inline __attribute__((always_inline)) __m256i kt_hsum8(const __m256i *v, 
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
 }
 
-/* kt_accumulate with up to 8 tokens (lane = token): the same f32 steps per lane */
 static inline __attribute__((always_inline)) void kt_accumulate8(__m256 *acc, __m256 *accm,
                                                                  const __m256i *yv,
                                                                  const __m256i *mv,
@@ -1218,6 +1180,16 @@ static inline __attribute__((always_inline)) void kt_accumulate8(__m256 *acc, __
         *accm = _mm256_add_ps(*accm, _mm256_mul_ps(_mm256_mul_ps(dm, da), M));
     }
 }
+
+#ifdef QDOT_VNNI
+/* ---- AVX512 tiles of the K formats (R rows x T tokens; T = 1 is the decode matvec) ----------
+ * The super-block integers P and M of qdot.h are exact int32 sums, so any order gives them:
+ * per 64 elements (two 32-groups) vpmaddubsw (unsigned weight x signed activation, pairs; no
+ * int16 saturation: 63 * 127 * 2 < 2^15) and vpdpwssd with the 16-element scales as words
+ * into one zmm per (row, token); Q6_K's weights are taken unsigned (q, not q - 32) and
+ * 32 * sum_s sc[s] * bsums[s] is subtracted. Then the f32 steps of qdot.h, lane = token:
+ * acc += (d * d_a) * (float)P, accm += (dmin * d_a) * (float)M, result acc - accm. */
+enum { KT_R = 4, KT_T = 4, KT_T8 = 8 };
 
 /* The 64 weights of group pair j (elements 64j .. 64j+63) of a super-block as unsigned bytes. */
 static inline __attribute__((always_inline)) __m512i kt_q(int F, const uint8_t *b, int j)
@@ -1350,8 +1322,9 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
 
 #else
 /* ---- AVX2 tiles of the K formats: as the AVX512 ones, per 32 elements vpmaddubsw + vpmaddwd
- * with the scale words + vpaddd into one ymm per (row, token); 2 rows x 4 tokens. ---------- */
-enum { KT_R = 2, KT_T = 4 };
+ * with the scale words + vpaddd into one ymm per (row, token); 2 rows x 4 tokens (x 8 from
+ * 16 tokens: kt_run). ------------------------------------------------------------------- */
+enum { KT_R = 2, KT_T = 4, KT_T8 = 8 };
 
 static inline __attribute__((always_inline)) void
 kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
@@ -1360,18 +1333,18 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
     const int q6 = F == TQ_GGML_Q6_K;
     const int is5 = F == TQ_GGML_Q5_K;
     const size_t bs = q6 ? 210 : is5 ? 176 : 144;
-    __m128 acc[KT_R], accm[KT_R];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm_setzero_ps();
+    __m256 acc[KT_R], accm[KT_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        float dav[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        __m128i gs[KT_T];
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        float dav[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        __m128i gs[KT_T8];
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)
         {
             dav[t] = at[t][i].d;
             gs[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)at[t][i].bsums),
                                    _mm_loadu_si128((const __m128i *)(at[t][i].bsums + 8)));
         }
-        const __m128 da = _mm_loadu_ps(dav);
+        const __m256 da = _mm256_loadu_ps(dav);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
         {
             const uint8_t *b = w + (size_t)r * row_bytes + (size_t)i * bs;
@@ -1386,8 +1359,8 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
             }
             const __m256i qh = is5 ? _mm256_loadu_si256((const __m256i *)(b + 16))
                                    : _mm256_setzero_si256();
-            __m256i p[KT_T];
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) p[t] = _mm256_setzero_si256();
+            __m256i p[KT_T8];
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) p[t] = _mm256_setzero_si256();
             for (int g = 0; g < 8; g++) {
                 __m256i q, sw;
                 if (q6) {
@@ -1398,14 +1371,14 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
                     q = k_group(b + (is5 ? 48 : 16), qh, is5, g);
                     sw = _mm256_set1_epi16(sc[g]);
                 }
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)
                 {
                     const __m256i av = _mm256_loadu_si256((const __m256i *)(at[t][i].qs + 32 * g));
                     p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sw));
                 }
             }
-            __m256i yv[4], mv[4];
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            __m256i yv[KT_T8], mv[KT_T8];
+            _Pragma("GCC unroll 8") for (int t = 0; t < KT_T8; t++)
             {
                 if (t < T) {
                     yv[t] = p[t];
@@ -1422,10 +1395,15 @@ kt_tile(int F, int R, int T, const uint8_t *w, size_t row_bytes, int64_t nsb,
                     yv[t] = mv[t] = _mm256_setzero_si256();
                 }
             }
-            kt_accumulate(&acc[r], &accm[r], yv, mv, b, q6, da);
+            kt_accumulate8(&acc[r], &accm[r], yv, mv, b, q6, da, T);
         }
     }
-    kt_store(acc, accm, R, T, q6, y, ldy);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+    {
+        float v[8];
+        _mm256_storeu_ps(v, q6 ? acc[r] : _mm256_sub_ps(acc[r], accm[r]));
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) y[t * ldy + r] = v[t];
+    }
 }
 #endif
 
@@ -1481,15 +1459,10 @@ static inline void kt_run(kt_tile_fn fRT, kt_tile_fn f1T, kt_tile_fn fR8, kt_til
     }
 }
 
-#ifdef QDOT_VNNI
 #define KT_TILES8(F, name)                                                                       \
     KT_TILE_FN(F, KT_R, 8, kt_##name##_r8)                                                       \
     KT_TILE_FN(F, 1, 8, kt_##name##_18)
 #define KT_F8(name) kt_##name##_r8, kt_##name##_18
-#else
-#define KT_TILES8(F, name)
-#define KT_F8(name) NULL, NULL
-#endif
 #define KT_FORMAT(F, name)                                                                       \
     KT_TILE_FN(F, KT_R, KT_T, kt_##name##_rt)                                                    \
     KT_TILE_FN(F, 1, KT_T, kt_##name##_1t)                                                       \
