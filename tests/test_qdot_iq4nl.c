@@ -39,7 +39,7 @@ static void rand_x(float *x, int64_t n)
 
 static void check_isa(const tq_iq4nl_kernels *ref, const tq_iq4nl_kernels *t)
 {
-    enum { MAXR = 37, MAXK = 32 * 9, MAXN = 13 };
+    enum { MAXR = 37, MAXK = 32 * 9, MAXN = 23 };
     static uint8_t w[MAXR * MAXK / 32 * 18];
     static float x[MAXN * MAXK], y0[MAXN * MAXR], y1[MAXN * MAXR];
     static tq_q8a a[MAXN * MAXK / 32];
@@ -58,7 +58,7 @@ static void check_isa(const tq_iq4nl_kernels *ref, const tq_iq4nl_kernels *t)
             bad += memcmp(&d0, &d1, 4) != 0 || memcmp(&f0, &f1, 4) != 0;
             n_checked += 2;
         }
-        static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+        static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 23}; /* >= 16: prefill */
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
             const int n = ns[ni];
             const int64_t r0 = (int64_t)(tq_rng_u64(&rng) % 5);

@@ -194,12 +194,66 @@ static inline void mv_q8_2r1(const uint8_t *row, size_t row_bytes, int64_t nb, c
 }
 #endif
 
+#ifndef QDOT_VNNI
+/* AVX2 prefill (n >= 16): chunks of about 32 KB of rows; per row 8 tokens in two passes, the even
+ * blocks (acc[0] of dot_q8, 8 accumulators) then the odd ones (acc[1]), v = acc[0] + acc[1] as
+ * there: a row's lookup is shared by 8 tokens and the chunk's weights stay in cache while the
+ * token tiles pass; the n % 8 rest by the dot, in the same chunk. */
+#define PASS8(P0)                                                                                \
+    do {                                                                                         \
+        _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) acc8[u] = _mm256_setzero_ps();       \
+        for (int64_t i = (P0); i < nb; i += 2) {                                                 \
+            const uint8_t *bb = row + (size_t)i * 18;                                            \
+            const __m256i wq = up(bb, tab);                                                      \
+            const __m256i aw = _mm256_abs_epi8(wq);                                              \
+            const float dw = f16c(bb);                                                           \
+            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) acc8[u] = _mm256_fmadd_ps(       \
+                ip(wq, aw, at8[u][i].qs), _mm256_set1_ps(dw * at8[u][i].d), acc8[u]);           \
+        }                                                                                        \
+    } while (0)
+static void mv_q8_prefill(const uint8_t *w, size_t row_bytes, int64_t k, const tq_q8a *A,
+                          int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1, __m256i tab)
+{
+    const int64_t nb = k / TQ_QK;
+    int64_t chunk = (int64_t)(32768 / row_bytes);
+    chunk = chunk < 1 ? 1 : chunk;
+    const int64_t n8 = n - n % 8;
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+        const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
+        for (int64_t t = 0; t < n8; t += 8) {
+            const tq_q8a *at8[8];
+            for (int u = 0; u < 8; u++)
+                at8[u] = A + (t + u) * nb;
+            for (int64_t r = rc; r < re; r++) {
+                const uint8_t *row = w + (size_t)r * row_bytes;
+                __m256 acc8[8], even[8];
+                PASS8(0);
+                _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) even[u] = acc8[u];
+                PASS8(1);
+                _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++)
+                    y[(t + u) * ldy + r] = hsum8(_mm256_add_ps(even[u], acc8[u]));
+            }
+        }
+        for (int64_t r = rc; r < re; r++)
+            for (int64_t t = n8; t < n; t++)
+                y[t * ldy + r] = dot_q8(w + (size_t)r * row_bytes, A + t * nb, k);
+    }
+}
+#undef PASS8
+#endif
+
 static void mv_q8(const void *w, size_t row_bytes, int64_t k, const void *act, int64_t n,
                   float *y, int64_t ldy, int64_t r0, int64_t r1)
 {
     const __m256i tab = table();
     const int64_t nb = k / TQ_QK;
     const tq_q8a *A = act;
+#ifndef QDOT_VNNI
+    if (n >= 16) {
+        mv_q8_prefill(w, row_bytes, k, A, n, y, ldy, r0, r1, tab);
+        return;
+    }
+#endif
 #ifdef QDOT_VNNI
     if (n == 1) {
         for (; r0 + 2 <= r1; r0 += 2)
