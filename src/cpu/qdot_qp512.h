@@ -40,7 +40,11 @@
 #define QP_RR 2
 #endif
 enum { QP_R = QP_RR, QP_T = QP_TT };
-#define QP_CHUNK_BYTES 32768 /* rows per chunk: about this many weight bytes (L1/L2) */
+/* rows per chunk: about this many weight bytes (L2). Each chunk re-reads every token's packed
+ * activations (512 tokens x k / 64 x 192 B: 2.4 MB at k = 1536), so larger chunks re-read them
+ * less: qdot_bench -n 512, 1 thread, 32 -> 128 KB: 576 x 1536 Q4_0/Q5_0 11.0-12.1 -> 10.2-10.4
+ * ms, 3072 x 576 19.3 -> 18.4-18.9 ms; 256 KB measured the same as 128 KB. */
+#define QP_CHUNK_BYTES 131072
 
 static inline uint32_t qp_rd32(const uint8_t *p)
 {
