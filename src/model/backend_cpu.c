@@ -48,21 +48,50 @@ static void rope1(float *v, int n_heads, int head_dim, int rope_dim, const float
     }
 }
 
-static void cpu_rope(void *ctx, float *q, int nh, float *k, int nkv, int64_t n, int hd, int rd,
-                     const float *inv_freq, int64_t pos0, float *cs_all)
+typedef struct rope_job {
+    float *q, *k, *cs_all;
+    const float *inv_freq;
+    int nh, nkv, hd, rd;
+    int64_t n, pos0;
+} rope_job;
+
+static void rope_tokens(const rope_job *j, int64_t t0, int64_t t1)
 {
-    const int half = rd / 2;
-    for (int64_t t = 0; t < n; t++) {
-        float *cs = cs_all + t * rd;
-        const int64_t pos = pos0 + t;
+    const int half = j->rd / 2;
+    for (int64_t t = t0; t < t1; t++) {
+        float *cs = j->cs_all + t * j->rd;
+        const int64_t pos = j->pos0 + t;
         for (int i = 0; i < half; i++) {
-            const float ang = (float)pos * inv_freq[i];
+            const float ang = (float)pos * j->inv_freq[i];
             cs[i] = cosf(ang);
             cs[half + i] = sinf(ang);
         }
-        rope1(q + t * nh * hd, nh, hd, rd, cs);
-        rope1(k + t * nkv * hd, nkv, hd, rd, cs);
+        rope1(j->q + t * j->nh * j->hd, j->nh, j->hd, j->rd, cs);
+        rope1(j->k + t * j->nkv * j->hd, j->nkv, j->hd, j->rd, cs);
     }
+}
+
+static void rope_task(void *ctx, int ith, int nth)
+{
+    const rope_job *j = ctx;
+    int64_t t0, t1;
+    tq_split_range(j->n, ith, nth, &t0, &t1);
+    rope_tokens(j, t0, t1);
+}
+
+/* prefill (16 tokens or more) on the pool, split by tokens: a token's cos/sin (libm, per layer)
+ * and rotation are the same whoever computes them; serial, Gemma 3's 128 angle pairs per token
+ * and layer were several % of a 2-thread prefill */
+static void cpu_rope(void *ctx, float *q, int nh, float *k, int nkv, int64_t n, int hd, int rd,
+                     const float *inv_freq, int64_t pos0, float *cs_all)
+{
+    const tq_session *s = ctx;
+    rope_job j = {.q = q, .k = k, .cs_all = cs_all, .inv_freq = inv_freq, .nh = nh, .nkv = nkv,
+                  .hd = hd, .rd = rd, .n = n, .pos0 = pos0};
+    if (n >= 16 && tq_pool_size(s->m->pool) > 1)
+        tq_pool_run(s->m->pool, rope_task, &j);
+    else
+        rope_tokens(&j, 0, n);
 }
 
 static tq_status cpu_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, int n, float scale,
