@@ -17,8 +17,9 @@ blocks run as they are, as llama.cpp does). --rss also prints the peak RSS of a 
 the file size. Models: the F16 GGUF (both engines, the same weights) and SmolLM2's
 original Q4_1 GGUF (llama.cpp computes on Q4_1 blocks; tq dequantizes them at load to its
 --weights type, default bf16, which the output says).
-llama.cpp settings: n_ctx 2048, n_batch = n_ubatch = 512, KV cache F16 (its default), no flash
-attention (its default on CPU in this version), mmap.
+llama.cpp settings: n_ctx 2048, n_batch = n_ubatch = 512, KV cache F16 (its default), flash
+attention on (--llama-fa; what llama-cli/llama-server/llama-bench run on CPU by default; tables before
+2026-12-03 15:40 UTC ran it off, llama-cpp-python's default, ~20% slower prefill), mmap.
 """
 import argparse
 import json
@@ -98,6 +99,10 @@ def main():
                          "cache; tq's own CLI default is a quantized rot: cache)")
     ap.add_argument("--tq-weights", default="auto",
                     help="tq --weights: auto = f16 for an F16 file, native otherwise")
+    ap.add_argument("--llama-fa", choices=["on", "off"], default="on",
+                    help="llama.cpp flash attention (default on: what llama-cli, llama-server and "
+                         "llama-bench run on CPU with their default 'auto'; llama-cpp-python's own "
+                         "default is off, which makes llama.cpp's prefill ~20%% slower)")
     ap.add_argument("--text", default=DEF_TEXT,
                     help="text whose tokens feed the runs (default: wikitext-2 test from "
                          "../shared next to the repository)")
@@ -107,11 +112,12 @@ def main():
     from llama_cpp import Llama
 
     print(f"llama-cpp-python {llama_cpp.__version__}, threads {a.threads}, runs {a.runs} (median), "
-          f"prefill {N_PREFILL} tokens, decode {N_DECODE} steps at depths {depths}")
+          f"prefill {N_PREFILL} tokens, decode {N_DECODE} steps at depths {depths}, "
+          f"llama.cpp flash attention {a.llama_fa}")
     rows = []
     for model, threads in [(m, int(t)) for m in a.models.split(",") for t in a.threads.split(",")]:
         llm = Llama(model_path=model, n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=threads,
-                    n_threads_batch=threads, verbose=False)
+                    n_threads_batch=threads, flash_attn=(a.llama_fa == "on"), verbose=False)
         toks = text_tokens(llm, 2048, a.text)
         w = a.tq_weights
         if w == "auto":

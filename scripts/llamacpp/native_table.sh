@@ -18,6 +18,7 @@
 #  quality KL(f32 weights dequantized at load || native, q8 activations) and (|| native-f32),
 #          KV cache f32 on both sides, CHUNKS (8) windows of 512 tokens of wikitext-2
 #          (tq teacher + tq kl --teacher-dump); deterministic.
+# LLAMA_FA=on|off: llama.cpp's flash attention (default on, its CLI default on CPU).
 # MODELS (comma list) replaces the four files. ISA=avx2: tq runs its AVX2 kernels (TQ_CPU=avx2)
 # against an AVX2-only llama.cpp, whose libllama folder LLAMA_LIB must name (e.g. a build with
 # GGML_NATIVE=OFF GGML_AVX2=ON and no AVX-512); the machine line then says "isa avx2 (forced)". Duration on the 2-vCPU dev box: speed about
@@ -62,7 +63,7 @@ case " $PARTS " in *" speed "*)
     echo "== speed: tq --weights native vs llama.cpp, threads $THREADS, depths $DEPTHS, runs $RUNS"
     if [ -n "${LLAMA_LIB:-}" ]; then export LLAMA_CPP_LIB_PATH="$LLAMA_LIB"; fi
     python3 scripts/llamacpp/bench.py --tq "$TQ" --threads "$THREADS" --depths "$DEPTHS" \
-        --runs "$RUNS" --models "$MODELS" --text "$TEXT" --tq-kv "${TQ_KV:-bf16}" | grep -v '^JSON'
+        --runs "$RUNS" --models "$MODELS" --text "$TEXT" --tq-kv "${TQ_KV:-bf16}" --llama-fa "${LLAMA_FA:-on}" | grep -v '^JSON'
     TIMES="$TIMES speed $(($(date +%s) - t)) s;"
 esac
 case " $PARTS " in *" rss "*)
