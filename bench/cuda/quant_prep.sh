@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DST=${DST:?set DST=<the checkout the device tool sends>}
-LLAMA_BIN=${LLAMA_BIN:?set LLAMA_BIN=<a llama.cpp build bin/ with llama-quantize (AVX2 build: the GPU host's CPU)>}
+LLAMA_BIN=${LLAMA_BIN:?set LLAMA_BIN=<a llama.cpp build bin/ with llama-quantize (AVX2 build: for the GPU host CPU)>}
 WIKI=${WIKI:-../shared/assets/corpora/wikitext-2-raw-test.txt}
 s=$DST/.gpu-q
 rm -rf "$s" "$DST"/.gpu-qp*
