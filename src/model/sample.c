@@ -412,6 +412,27 @@ static tq_status greedy_1pass(const tq_sampler *s, const float *logits, int32_t 
     return TQ_OK;
 }
 
+int tq_sampler_greedy_ids(const tq_sampler *s, int32_t *ids, int cap, int *n, float *penalty)
+{
+    if (!s || !n || !penalty || cap < 0 || s->p.temperature != 0.0f || s->n_seen > 0)
+        return 0;
+    *n = 0;
+    *penalty = s->p.repeat_penalty;
+    if (s->p.repeat_penalty == 1.0f)
+        return 1;
+    for (int64_t j = 0; j < s->hist_n; j++) { /* the distinct ids of the window, as load() */
+        int k = 0;
+        while (k < *n && ids[k] != s->hist[j])
+            k++;
+        if (k < *n)
+            continue;
+        if (*n == cap || !ids)
+            return 0;
+        ids[(*n)++] = s->hist[j];
+    }
+    return 1;
+}
+
 tq_status tq_sampler_sample(tq_sampler *s, const float *logits, int32_t *token)
 {
     int64_t n;
