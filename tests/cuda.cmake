@@ -22,3 +22,5 @@ if(TQ_CUDA)
 else()
     target_link_libraries(qgemv_bench PRIVATE turboquant)
 endif()
+# The device greedy sampler and the generation loop on the GPU (issue 16 item 4; tiny model only).
+tq_test(test_cuda_gen LABELS cuda TIMEOUT 300)

@@ -216,11 +216,21 @@ int gen_open(const char *cmd, gen_args *a, gen_ctx *g)
         a->ctx = g->info.max_ctx;
     }
     so.n_ctx = (int)a->ctx;
-    if ((st = tq_session_create(g->model, &so, &g->session))) {
+    if (a->cuda) { /* the GPU forward (tq_cuda_session) and the device greedy sampler */
+        const int64_t n_ctx = a->ctx > 0 ? a->ctx : g->info.max_ctx > 0 ? g->info.max_ctx : 4096;
+        if ((st = tq_cuda_session_create(g->model, so.kv, n_ctx, &g->cuda))) {
+            cli_error(cmd, st, "cannot create a GPU session (kv %s, ctx %lld)", a->kv,
+                      (long long)n_ctx);
+            goto fail;
+        }
+        st = tq_generator_create_cuda(g->model, g->cuda, g->tok, &a->gen, &g->gen);
+    } else if ((st = tq_session_create(g->model, &so, &g->session))) {
         cli_error(cmd, st, "cannot create a session (kv %s, ctx %ld)", a->kv, a->ctx);
         goto fail;
+    } else {
+        st = tq_generator_create(g->model, g->session, g->tok, &a->gen, &g->gen);
     }
-    if ((st = tq_generator_create(g->model, g->session, g->tok, &a->gen, &g->gen))) {
+    if (st) {
         cli_error(cmd, st, "bad generation settings");
         goto fail;
     }
@@ -234,6 +244,7 @@ void gen_close(gen_ctx *g)
 {
     tq_generator_free(g->gen);
     tq_session_free(g->session);
+    tq_cuda_session_free(g->cuda);
     tq_tokenizer_free(g->tok);
     tq_model_free(g->model);
     memset(g, 0, sizeof(*g));
@@ -341,6 +352,12 @@ static void usage(FILE *f)
             "  --echo                print the prompt before the continuation\n"
             "  --load-prompt-cache F restore the KV cache saved for a prefix of this prompt\n"
             "  --save-prompt-cache F save the prompt's KV cache to F (same --kv to reuse it)\n"
+            "GPU:\n"
+            "  --cuda                run the model on the GPU (the GPU forward; --kv default bf16,\n"
+            "                        GPU schemes bf16, kv8, turbo[:kXvY]); greedy sampling picks\n"
+            "                        the token on the GPU (only its id is copied back)\n"
+            "  --host-sampler        with --cuda: copy the logits back and sample on the CPU also\n"
+            "                        when greedy (for comparisons)\n"
             "%s\n"
             "examples:\n"
             "  tq generate -p 'The capital of France is' -n 20 --greedy\n"
@@ -368,6 +385,7 @@ int cmd_generate(int argc, char **argv)
         return 0;
     }
     gen_args_default(&a);
+    a.kv = NULL; /* given or not: the default depends on --cuda */
     for (int i = 1; i < argc; i++) {
         int r = gen_parse_common(cmd, &a, argc, argv, &i);
         if (r < 0)
@@ -390,11 +408,26 @@ int cmd_generate(int argc, char **argv)
             save_pc = argv[++i];
         else if (!strcmp(argv[i], "--load-prompt-cache") && i + 1 < argc)
             load_pc = argv[++i];
+        else if (!strcmp(argv[i], "--cuda"))
+            a.cuda = 1;
+        else if (!strcmp(argv[i], "--host-sampler"))
+            a.gen.host_sampler = 1;
         else {
             fprintf(stderr, "tq %s: unknown or incomplete option '%s' (see tq %s --help)\n", cmd,
                     argv[i], cmd);
             return 2;
         }
+    }
+    if (!a.kv)
+        a.kv = a.cuda ? "bf16" : GEN_DEFAULT_KV;
+    if (a.cuda && (load_pc || save_pc)) {
+        fprintf(stderr, "tq %s: --cuda does not take a prompt cache (--load/--save-prompt-cache)\n",
+                cmd);
+        return 2;
+    }
+    if (a.gen.host_sampler && !a.cuda) {
+        fprintf(stderr, "tq %s: --host-sampler goes with --cuda\n", cmd);
+        return 2;
     }
     if (!prompt == !file) {
         fprintf(stderr, "tq %s: give the prompt with -p TEXT or -f FILE (one of them)\n", cmd);
@@ -440,7 +473,8 @@ int cmd_generate(int argc, char **argv)
     }
     int64_t skip = 0, n_eval = 0; /* prompt tokens in the cache, of them evaluated for --save */
     double eval_s = 0;
-    if ((rc = prompt_cache(cmd, g.session, load_pc, save_pc, ids, n, &skip, &n_eval, &eval_s)))
+    if (!a.cuda &&
+        (rc = prompt_cache(cmd, g.session, load_pc, save_pc, ids, n, &skip, &n_eval, &eval_s)))
         goto out;
     /* the cached part of the prompt enters the repetition penalty as in a never-cached run */
     if ((s = tq_generator_history(g.gen, ids, skip)) == TQ_OK)
@@ -450,7 +484,9 @@ int cmd_generate(int argc, char **argv)
         rc = cli_error(cmd, s, "cannot generate");
         if (s == TQ_E_OVERFLOW)
             fprintf(stderr, "tq %s: the context holds %lld tokens (--ctx; the model allows %d)\n",
-                    cmd, (long long)tq_session_n_ctx(g.session), g.info.max_ctx);
+                    cmd, (long long)(g.cuda ? tq_cuda_session_n_ctx(g.cuda)
+                                                    : tq_session_n_ctx(g.session)),
+                    g.info.max_ctx);
         goto out;
     }
     printf("\n");

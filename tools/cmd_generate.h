@@ -25,13 +25,15 @@ typedef struct gen_args {
     const char *stop[16];  /* --stop (repeatable)                                          */
     int quiet;             /* -q: no statistics line                                       */
     long seed;             /* --seed (-1 = from the clock, printed; else >= 0)             */
+    int cuda;              /* tq generate --cuda: the GPU session (tq_generator_create_cuda) */
 } gen_args;
 
 /* Everything a run needs, loaded from gen_args. */
 typedef struct gen_ctx {
     tq_model *model;
     tq_tokenizer *tok;
-    tq_session *session;
+    tq_session *session;       /* NULL with --cuda */
+    tq_cuda_session *cuda;     /* --cuda only */
     tq_generator *gen;
     tq_model_info info;
 } gen_ctx;

@@ -184,8 +184,22 @@ TQ_API tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens,
 TQ_API tq_status tq_cuda_session_eval_rows(tq_cuda_session *s, const int32_t *tokens, int64_t n,
                                            int64_t first, float *logits, const int32_t *ids, int k,
                                            float *picked, double *lse, int32_t *argmax);
-/* tq_cuda_session_n_past() -- tokens in the cache; tq_cuda_session_reset() -- empty it. */
+/* tq_cuda_session_eval_greedy() -- append n >= 1 tokens as tq_cuda_session_eval() and pick the
+ * next token on the device (the device greedy sampler): *next = tq_sampler_sample()'s greedy
+ * choice on the last token's logits -- the first index of the largest logit, NaN as -inf, +inf
+ * as FLT_MAX -- after the repetition penalty `penalty` (> 0) on the n_pen distinct ids pen_ids
+ * (0 <= n_pen <= TQ_CUDA_GREEDY_MAX_PEN; 0: no penalty). Only the id crosses the bus; a decode
+ * step (n = 1) runs the forward and the sampler as one CUDA graph. Errors as
+ * tq_cuda_session_eval(); TQ_E_ARG on a bad penalty list, or a row without a finite logit
+ * (after the tokens were appended, as the CPU sampler's error after an eval). */
+#define TQ_CUDA_GREEDY_MAX_PEN 64
+TQ_API tq_status tq_cuda_session_eval_greedy(tq_cuda_session *s, const int32_t *tokens, int64_t n,
+                                             const int32_t *pen_ids, int n_pen, float penalty,
+                                             int32_t *next);
+/* tq_cuda_session_n_past() -- tokens in the cache; tq_cuda_session_reset() -- empty it;
+ * tq_cuda_session_n_ctx() -- the cache's capacity (0 for NULL). */
 TQ_API int64_t tq_cuda_session_n_past(const tq_cuda_session *s);
+TQ_API int64_t tq_cuda_session_n_ctx(const tq_cuda_session *s);
 TQ_API void tq_cuda_session_reset(tq_cuda_session *s);
 /* tq_cuda_session_sync() -- wait for the session's queued work. */
 TQ_API tq_status tq_cuda_session_sync(tq_cuda_session *s);
@@ -194,6 +208,15 @@ TQ_API tq_status tq_cuda_session_sync(tq_cuda_session *s);
  * that token (n_heads * head_dim fp32 each, overwritten by the next eval). */
 TQ_API tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, const float **q_last,
                                        const float **att_last);
+/* tq_generator_create_cuda() -- a generator (turboquant/generate.h) over a GPU session
+ * (borrowed): the same loop, stops, streaming and sampler as tq_generator_create(); when the
+ * sampler's next pick is greedy with at most TQ_CUDA_GREEDY_MAX_PEN penalised ids
+ * (tq_sampler_greedy_ids) the token is picked on the device (tq_cuda_session_eval_greedy: only
+ * the id comes back), otherwise the logits are copied back and sampled on the host. Prompt
+ * caches do not apply (the session has no snapshot). Errors as tq_generator_create(). */
+TQ_API tq_status tq_generator_create_cuda(tq_model *model, tq_cuda_session *session,
+                                          const tq_tokenizer *tok, const tq_gen_opts *opts,
+                                          tq_generator **out);
 /* Options of a GPU session (zero-initialised = the defaults). */
 typedef struct tq_cuda_session_opts {
     tq_cuda_kv_opts kv; /* every layer's attend calls                                      */

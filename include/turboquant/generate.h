@@ -72,6 +72,14 @@ TQ_API void tq_sampler_reset(tq_sampler *s);
 TQ_API tq_status tq_sampler_dist(tq_sampler *s, const float *logits, int32_t *ids, float *probs,
                                  int64_t cap, int64_t *n_kept);
 
+/* tq_sampler_greedy_ids() -- 1 when the next tq_sampler_sample() is the greedy choice over the
+ * logits with only the repetition penalty in effect (temperature 0, no presence / frequency
+ * penalty counted yet) and at most cap distinct ids are penalised: then ids[0..*n) = those
+ * distinct ids (*n 0: no penalty) and *penalty = repeat_penalty, so a device can pick the token
+ * (tq_cuda_session_eval_greedy). 0 otherwise (the logits must go through tq_sampler_sample). */
+TQ_API int tq_sampler_greedy_ids(const tq_sampler *s, int32_t *ids, int cap, int *n,
+                                 float *penalty);
+
 /* tq_logprobs() -- log-probabilities of one row of raw logits: the log-softmax over all n_vocab
  * entries, computed in double, with no penalty, temperature or filter applied (what the model
  * itself predicts, whatever the sampler then does). Writes log p(token) to *lp_token (token -1
@@ -99,6 +107,9 @@ typedef struct tq_gen_opts {
     int n_stop;
     int ignore_eos;             /* 1: do not stop at EOS / end-of-turn tokens (default 0)     */
     int show_special;           /* 1: stream special tokens' text too (default 0)             */
+    int host_sampler;           /* GPU generator (tq_generator_create_cuda): 1 = copy every row
+                                 * of logits back and sample on the host, also when the device
+                                 * greedy sampler could pick (for A/Bs; default 0)             */
 } tq_gen_opts;
 
 /* tq_gen_opts_default() -- greedy sampling, max_new_tokens 256, no stop strings, stop at EOS. */

@@ -6,6 +6,7 @@
 // with the CPU backend's formulas (fp32; RMSNorm sums in fp32 here, in double on the CPU).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <float.h>
 #include <math.h>
 
 #include "cuda/cublas_lazy.h"
@@ -44,6 +45,11 @@ struct tqc_be {
     int64_t kvf_cap;
     cudaGraphExec_t gexec; // the decode step's graph (tqc_be_graph_end), updated in place each step
     long n_inst, n_update; // graph instantiations and in-place updates so far
+    float *gr_v;           // device greedy sampler: per-block best keys, ids, the blocks-done
+    int *gr_i;             // counter, the result slot (tqc_be_greedy); gr_cap blocks
+    unsigned *gr_count;
+    int32_t *gr_out;
+    int gr_cap;
 };
 
 namespace {
@@ -853,6 +859,91 @@ void be_softcap(void *ctx, float *y, int64_t n, float c)
     softcap_kernel<<<blocks_for(n), 256, 0, b->stream>>>(y, n, c);
 }
 
+// ---- the device greedy sampler (tqc_be_greedy) ----------------------------------------------
+// Block b scans ids [b * GR_PER, (b + 1) * GR_PER): the key of a logit is tq_sampler's (NaN ->
+// -inf, +inf -> FLT_MAX), a penalised id (a bit set in the block's shared mask) gets the
+// repetition penalty's formula on that key, and the best is the larger key, then the lower id
+// (strictly greater wins within a thread, whose ids rise). The last block to finish (an atomic
+// counter, reset by it) merges the blocks' bests in the same order. -inf never wins: a row
+// without a finite key gives -1 (the CPU sampler's error).
+constexpr int GR_PER = 2048, GR_T = 256;
+
+__device__ inline void gr_better(float &bv, int &bi, float v, int i)
+{
+    if (v > bv || (v == bv && i < bi)) {
+        bv = v;
+        bi = i;
+    }
+}
+
+__device__ inline void gr_block_best(float &bv, int &bi, float *wv, int *wi)
+{
+    for (int o = 16; o; o >>= 1)
+        gr_better(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (lane == 0) {
+        wv[wid] = bv;
+        wi[wid] = bi;
+    }
+    __syncthreads();
+    bv = wv[0];
+    bi = wi[0];
+    for (int w = 1; w < GR_T / 32; w++)
+        gr_better(bv, bi, wv[w], wi[w]);
+}
+
+__global__ void __launch_bounds__(GR_T) greedy_kernel(const float *lg, int vocab, tqc_greedy_pen pen, float *pv,
+                                                      int *pi, unsigned *count, int32_t *out)
+{
+    __shared__ unsigned mark[GR_PER / 32];
+    __shared__ float wv[GR_T / 32];
+    __shared__ int wi[GR_T / 32];
+    __shared__ bool last;
+    const int lo = blockIdx.x * GR_PER, hi = min(vocab, lo + GR_PER);
+    for (int j = threadIdx.x; j < GR_PER / 32; j += GR_T)
+        mark[j] = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < pen.n; j += GR_T) {
+        const int t = pen.id[j];
+        if (t >= lo && t < hi)
+            atomicOr(&mark[(t - lo) >> 5], 1u << ((t - lo) & 31));
+    }
+    __syncthreads();
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int i = lo + threadIdx.x; i < hi; i += GR_T) {
+        float v = __ldg(lg + i);
+        v = isnan(v) ? -INFINITY : v == INFINITY ? FLT_MAX : v;
+        if ((mark[(i - lo) >> 5] >> ((i - lo) & 31)) & 1u)
+            v = v > 0.0f ? __fdiv_rn(v, pen.penalty) : __fmul_rn(v, pen.penalty);
+        if (v > bv) {
+            bv = v;
+            bi = i;
+        }
+    }
+    gr_block_best(bv, bi, wv, wi);
+    if (threadIdx.x == 0) {
+        pv[blockIdx.x] = bv;
+        pi[blockIdx.x] = bi;
+        __threadfence();
+        last = atomicAdd(count, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    bv = -INFINITY;
+    bi = 0x7fffffff;
+    for (int j = threadIdx.x; j < (int)gridDim.x; j += GR_T)
+        gr_better(bv, bi, __ldcg(pv + j), __ldcg(pi + j));
+    __syncthreads(); // wv / wi reused
+    gr_block_best(bv, bi, wv, wi);
+    if (threadIdx.x == 0) {
+        *out = bv == -INFINITY ? -1 : bi;
+        *count = 0;
+    }
+}
+
 } // namespace
 
 extern "C" const tq_backend tq_backend_cuda = {
@@ -874,6 +965,10 @@ extern "C" void tqc_be_free(tqc_be *b)
     cudaFree(b->tok);
     cudaFree(b->qact);
     cudaFree(b->dq);
+    cudaFree(b->gr_v);
+    cudaFree(b->gr_i);
+    cudaFree(b->gr_count);
+    cudaFree(b->gr_out);
     if (b->blas)
         cublasDestroy(b->blas);
     if (b->stream)
@@ -1091,4 +1186,39 @@ extern "C" tq_status tqc_be_row_stats(tqc_be *b, const float *lg, int rows, int 
     row_stats_kernel<<<(unsigned)rows, 256, 0, b->stream>>>(lg, vocab, ids, k, picked, lse, am);
     TQC_CUDA(cudaGetLastError());
     return TQ_OK;
+}
+
+extern "C" tq_status tqc_be_greedy(tqc_be *b, const float *lg, int vocab, const tqc_greedy_pen *pen)
+{
+    if (vocab < 1 || (pen && (pen->n < 0 || pen->n > TQC_GREEDY_MAX_PEN || (pen->n && !(pen->penalty > 0.0f)))))
+        return TQC_FAIL(TQ_E_ARG, "CUDA backend: greedy over %d logits, %d penalised ids", vocab, pen ? pen->n : 0);
+    const int nb = (vocab + GR_PER - 1) / GR_PER;
+    if (nb > b->gr_cap) { // first call (eager: the prompt's step), or a larger row
+        cudaFree(b->gr_v);
+        cudaFree(b->gr_i);
+        b->gr_v = nullptr;
+        b->gr_i = nullptr;
+        b->gr_cap = 0;
+        TQC_CUDA(cudaMalloc((void **)&b->gr_v, (size_t)nb * 4));
+        TQC_CUDA(cudaMalloc((void **)&b->gr_i, (size_t)nb * 4));
+        if (!b->gr_count) {
+            TQC_CUDA(cudaMalloc((void **)&b->gr_count, 4));
+            TQC_CUDA(cudaMalloc((void **)&b->gr_out, 4));
+            TQC_CUDA(cudaMemsetAsync(b->gr_count, 0, 4, b->stream));
+        }
+        b->gr_cap = nb;
+    }
+    tqc_greedy_pen none = {};
+    greedy_kernel<<<(unsigned)nb, GR_T, 0, b->stream>>>(lg, vocab, pen ? *pen : none, b->gr_v, b->gr_i, b->gr_count,
+                                                        b->gr_out);
+    BE_TRY(b, cudaGetLastError()); // reported by tqc_be_status() / the fetch
+    return TQ_OK;
+}
+
+extern "C" tq_status tqc_be_greedy_fetch(tqc_be *b, int32_t *tok)
+{
+    if (!b->gr_out)
+        return TQC_FAIL(TQ_E_ARG, "CUDA backend: greedy result fetched before any greedy call");
+    const tq_status st = tqc_be_download(b, tok, b->gr_out, 4);
+    return st != TQ_OK ? st : tqc_be_status(b);
 }

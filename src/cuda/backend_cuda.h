@@ -69,6 +69,22 @@ tq_status tqc_be_kv_f32(tqc_be *b, int n_layers, int n_kv_heads, int head_dim, i
  * (device arrays; NULL lse / am skip; k may be 0). Enqueued on the context's stream. */
 tq_status tqc_be_row_stats(tqc_be *b, const float *lg, int rows, int vocab, const int32_t *ids,
                            int k, float *picked, double *lse, int32_t *am);
+/* The device greedy sampler (tq_sampler_sample's greedy choice on the device, only the id
+ * crosses the bus): up to TQC_GREEDY_MAX_PEN distinct ids whose logit the repetition penalty
+ * changes (v > 0 ? v / penalty : v * penalty, after NaN -> -inf and +inf -> FLT_MAX, as
+ * the CPU sampler's load()); passed by value, so a captured step graph carries its own list. */
+#define TQC_GREEDY_MAX_PEN 64
+typedef struct tqc_greedy_pen {
+    int n;         /* ids in id[] (0: no penalty)                                          */
+    float penalty; /* > 0                                                                  */
+    int32_t id[TQC_GREEDY_MAX_PEN];
+} tqc_greedy_pen;
+/* tqc_be_greedy() -- enqueue: the first index of the largest key of the device row lg (vocab
+ * floats; pen NULL or n 0: no penalty) into the context's result slot (-1: no finite key);
+ * capturable (the scratch is allocated on the first call). tqc_be_greedy_fetch() -- wait for
+ * the stream and copy that slot (4 bytes) to *tok. */
+tq_status tqc_be_greedy(tqc_be *b, const float *lg, int vocab, const tqc_greedy_pen *pen);
+tq_status tqc_be_greedy_fetch(tqc_be *b, int32_t *tok);
 /* instantiations and in-place updates of the step graph so far */
 void tqc_be_graph_counts(const tqc_be *b, long *inst, long *update);
 

@@ -259,6 +259,18 @@ tq_status tqc_be_row_stats(tqc_be *b, const float *lg, int rows, int vocab, cons
     return NO_CUDA("tqc_be_row_stats");
 }
 
+tq_status tqc_be_greedy(tqc_be *b, const float *lg, int vocab, const tqc_greedy_pen *pen)
+{
+    (void)b, (void)lg, (void)vocab, (void)pen;
+    return NO_CUDA("tqc_be_greedy");
+}
+
+tq_status tqc_be_greedy_fetch(tqc_be *b, int32_t *tok)
+{
+    (void)b, (void)tok;
+    return NO_CUDA("tqc_be_greedy_fetch");
+}
+
 /* never called: tqc_be_create() fails first */
 const tq_backend tq_backend_cuda = {"cuda (not built)", 0, 0, 0, 0, 0, 0, 0};
 #else

@@ -12,7 +12,8 @@
 
 struct tq_generator {
     tq_model *model;        /* borrowed */
-    tq_session *session;    /* borrowed */
+    tq_session *session;    /* borrowed (NULL on a GPU session) */
+    tq_cuda_session *cuda;  /* borrowed: the GPU session (tq_generator_create_cuda)             */
     const tq_tokenizer *tok;
     tq_gen_opts opts;
     tq_sampler *sampler;
@@ -52,8 +53,33 @@ tq_sampler *tq_generator_sampler(tq_generator *g)
     return g ? g->sampler : NULL;
 }
 
+static tq_status create(tq_model *model, tq_session *session, tq_cuda_session *cuda,
+                        const tq_tokenizer *tok, const tq_gen_opts *opts, tq_generator **out);
+
 tq_status tq_generator_create(tq_model *model, tq_session *session, const tq_tokenizer *tok,
                               const tq_gen_opts *opts, tq_generator **out)
+{
+    if (out)
+        *out = NULL;
+    if (!session)
+        return TQ_FAIL(TQ_E_ARG, "tq_generator_create: model, session and tokenizer are required");
+    return create(model, session, NULL, tok, opts, out);
+}
+
+tq_status tq_generator_create_cuda(tq_model *model, tq_cuda_session *session,
+                                   const tq_tokenizer *tok, const tq_gen_opts *opts,
+                                   tq_generator **out)
+{
+    if (out)
+        *out = NULL;
+    if (!session)
+        return TQ_FAIL(TQ_E_ARG, "tq_generator_create_cuda: model, session and tokenizer are "
+                       "required");
+    return create(model, NULL, session, tok, opts, out);
+}
+
+static tq_status create(tq_model *model, tq_session *session, tq_cuda_session *cuda,
+                        const tq_tokenizer *tok, const tq_gen_opts *opts, tq_generator **out)
 {
     tq_gen_opts def;
     tq_model_info mi;
@@ -64,7 +90,7 @@ tq_status tq_generator_create(tq_model *model, tq_session *session, const tq_tok
     if (!out)
         return TQ_FAIL(TQ_E_ARG, "tq_generator_create: out is NULL");
     *out = NULL;
-    if (!model || !session || !tok)
+    if (!model || !tok)
         return TQ_FAIL(TQ_E_ARG, "tq_generator_create: model, session and tokenizer are required");
     if (!opts) {
         tq_gen_opts_default(&def);
@@ -80,6 +106,7 @@ tq_status tq_generator_create(tq_model *model, tq_session *session, const tq_tok
         return TQ_FAIL(TQ_E_NOMEM, "tq_generator_create: out of memory");
     g->model = model;
     g->session = session;
+    g->cuda = cuda;
     g->tok = tok;
     g->opts = *opts;
     g->n_vocab = mi.vocab_size;
@@ -179,6 +206,31 @@ tq_status tq_generator_history(tq_generator *g, const int32_t *ids, int64_t n)
     return TQ_OK;
 }
 
+static int64_t n_past(const tq_generator *g)
+{
+    return g->cuda ? tq_cuda_session_n_past(g->cuda) : tq_session_n_past(g->session);
+}
+
+/* append ids[0..n) to the session and pick the next token: on a GPU session through the device
+ * greedy sampler when the sampler's pick is greedy (only the id comes back), else from the
+ * logits copied back */
+static tq_status eval_pick(tq_generator *g, const int32_t *ids, int64_t n, int32_t *t)
+{
+    tq_status st;
+    if (g->cuda) {
+        int32_t pen[TQ_CUDA_GREEDY_MAX_PEN];
+        int np = 0;
+        float pv = 1.0f;
+        if (!g->opts.host_sampler &&
+            tq_sampler_greedy_ids(g->sampler, pen, TQ_CUDA_GREEDY_MAX_PEN, &np, &pv))
+            return tq_cuda_session_eval_greedy(g->cuda, ids, n, pen, np, pv, t);
+        st = tq_cuda_session_eval(g->cuda, ids, n, g->logits);
+    } else {
+        st = tq_session_eval(g->session, ids, n, g->logits);
+    }
+    return st ? st : tq_sampler_sample(g->sampler, g->logits, t);
+}
+
 tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_prompt,
                            tq_gen_fn fn, void *user, tq_gen_stats *stats)
 {
@@ -196,14 +248,15 @@ tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_pro
     if (n_prompt < 1 || !prompt)
         return TQ_FAIL(TQ_E_ARG, "tq_generator_run: empty prompt (at least one token is needed "
                                  "to produce the first logits)");
-    const int64_t n_past = tq_session_n_past(g->session), n_ctx = tq_session_n_ctx(g->session);
-    if (n_past + n_prompt + 1 > n_ctx) {
-        if (n_past)
+    const int64_t n_past0 = n_past(g);
+    const int64_t n_ctx = g->cuda ? tq_cuda_session_n_ctx(g->cuda) : tq_session_n_ctx(g->session);
+    if (n_past0 + n_prompt + 1 > n_ctx) {
+        if (n_past0)
             return TQ_FAIL(TQ_E_OVERFLOW, "prompt of %lld tokens on top of %lld already in the "
                            "session does not fit a context of %lld tokens with room to generate "
                            "(start over, or use a larger context: at least %lld)",
-                           (long long)n_prompt, (long long)n_past, (long long)n_ctx,
-                           (long long)(n_past + n_prompt + 1));
+                           (long long)n_prompt, (long long)n_past0, (long long)n_ctx,
+                           (long long)(n_past0 + n_prompt + 1));
         return TQ_FAIL(TQ_E_OVERFLOW, "prompt of %lld tokens does not fit a context of %lld "
                        "tokens with room to generate (use a shorter prompt or a larger context: "
                        "at least %lld)", (long long)n_prompt, (long long)n_ctx,
@@ -214,21 +267,20 @@ tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_pro
             return TQ_FAIL(TQ_E_ARG, "prompt token %lld: id %d outside the vocabulary [0, %d)",
                            (long long)i, prompt[i], g->n_vocab);
 
+    /* the prompt enters the penalty history before the pick (the pick reads it) */
+    accept_tail(g, prompt, n_prompt); /* ids checked above */
+    int32_t t;
     uint64_t t0 = tq_now_ns();
-    if ((st = tq_session_eval(g->session, prompt, n_prompt, g->logits)))
+    if ((st = eval_pick(g, prompt, n_prompt, &t)))
         return st;
     S->prefill_s = (double)(tq_now_ns() - t0) * 1e-9;
     S->n_prompt = n_prompt;
-    accept_tail(g, prompt, n_prompt); /* ids checked above */
 
     tq_tok_stream_init(&ts, g->tok, g->opts.show_special ? 0u : (unsigned)TQ_TOK_SKIP_SPECIAL);
     t0 = tq_now_ns();
     S->stop = TQ_GEN_STOP_LENGTH;
     for (;;) {
-        int32_t t;
         size_t n_new = 0;
-        if ((st = tq_sampler_sample(g->sampler, g->logits, &t)))
-            goto out;
         S->n_gen++;
         tq_sampler_accept_output(g->sampler, t);
         if (!g->opts.ignore_eos && is_eos(g, t)) {
@@ -264,11 +316,12 @@ tq_status tq_generator_run(tq_generator *g, const int32_t *prompt, int64_t n_pro
         }
         if (g->opts.max_new_tokens > 0 && S->n_gen >= g->opts.max_new_tokens)
             break;
-        if (tq_session_n_past(g->session) >= n_ctx) {
+        if (n_past(g) >= n_ctx) {
             S->stop = TQ_GEN_STOP_CTX;
             break;
         }
-        if ((st = tq_session_eval(g->session, &t, 1, g->logits)))
+        const int32_t prev = t;
+        if ((st = eval_pick(g, &prev, 1, &t)))
             goto out;
         S->n_decode++;
     }

@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "core/rng.h"
+#include "cpu/argmax.h"
 
 typedef struct cand {
     float v;    /* logit after penalty and temperature */
@@ -402,21 +403,34 @@ static tq_status filter(tq_sampler *s, const float *logits, int64_t *n_out, doub
  * id (strictly greater wins), a row without a finite logit is an error. */
 static tq_status greedy_1pass(const tq_sampler *s, const float *logits, int32_t *token)
 {
-    float best = -INFINITY;
-    int64_t at = -1;
-    for (int64_t i = 0; i < s->n_vocab; i++) {
-        float v = logits[i];
-        v = isnan(v) ? -INFINITY : v == INFINITY ? FLT_MAX : v;
-        if (v > best) {
-            best = v;
-            at = i;
-        }
-    }
+    /* the first index of the largest logit, NaN as -inf, +inf as FLT_MAX (cpu/argmax.h) */
+    const int64_t at = tq_argmax(logits, s->n_vocab);
     if (at < 0)
         return TQ_FAIL(TQ_E_ARG, "sampler: no finite logit in a row of %lld (all NaN or -inf)",
                        (long long)s->n_vocab);
     *token = (int32_t)at;
     return TQ_OK;
+}
+
+int tq_sampler_greedy_ids(const tq_sampler *s, int32_t *ids, int cap, int *n, float *penalty)
+{
+    if (!s || !n || !penalty || cap < 0 || s->p.temperature != 0.0f || s->n_seen > 0)
+        return 0;
+    *n = 0;
+    *penalty = s->p.repeat_penalty;
+    if (s->p.repeat_penalty == 1.0f)
+        return 1;
+    for (int64_t j = 0; j < s->hist_n; j++) { /* the distinct ids of the window, as load() */
+        int k = 0;
+        while (k < *n && ids[k] != s->hist[j])
+            k++;
+        if (k < *n)
+            continue;
+        if (*n == cap || !ids)
+            return 0;
+        ids[(*n)++] = s->hist[j];
+    }
+    return 1;
 }
 
 tq_status tq_sampler_sample(tq_sampler *s, const float *logits, int32_t *token)

@@ -12,6 +12,7 @@
  * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
  * whole context; with n_ctx <= window that is the same attention). Builds without CUDA get
  * TQ_E_UNSUPPORTED from the backend. */
+#include <math.h>
 #include <string.h>
 
 #include "core/half.h"
@@ -441,11 +442,14 @@ fail:
  * than a launch, and the GPU runs the step's ~200 kernels without the host in between. 1: the
  * step ran; 0: nothing ran (an op could not be captured, e.g. a cache growing its workspace):
  * the caches' lengths are set back and the caller runs the step eagerly. */
-static int graph_step(tq_cuda_session *s, const tq_fwd_item *it, float *logits)
+static int graph_step(tq_cuda_session *s, const tq_fwd_item *it, float *logits,
+                      const tqc_greedy_pen *greedy)
 {
     if (tqc_be_graph_begin(s->be) != TQ_OK)
         return 0;
-    const tq_status st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, it, 1, logits, 0);
+    tq_status st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, it, 1, logits, 0);
+    if (st == TQ_OK && greedy) /* the sampler in the same graph */
+        st = tqc_be_greedy(s->be, logits, s->cfg.vocab, greedy);
     if (tqc_be_graph_end(s->be, st == TQ_OK)) {
         s->n_graph++;
         return 1;
@@ -455,43 +459,95 @@ static int graph_step(tq_cuda_session *s, const tq_fwd_item *it, float *logits)
     return 0;
 }
 
-tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n,
-                               float *logits_last)
+/* eval (tq_cuda_session_eval's checks done): logits of the last token into s->logits when
+ * `want`; greedy (not NULL): then the device sampler over them, in the step's graph */
+static tq_status eval_run(tq_cuda_session *s, const int32_t *tokens, int64_t n, int want,
+                          const tqc_greedy_pen *greedy)
 {
-    if (!tq_cuda_compiled())
-        return TQ_FAIL(TQ_E_UNSUPPORTED, "tq_cuda_session_eval: no CUDA support in this build "
-                       "(configure with the CUDA toolkit installed)");
-    if (!s || !tokens)
-        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval: NULL %s", !s ? "session" : "tokens");
-    if (n < 1)
-        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval: n = %lld tokens (need >= 1)", (long long)n);
-    if (s->n_past + n > s->n_ctx)
-        return TQ_FAIL(TQ_E_OVERFLOW, "tq_cuda_session_eval: %lld + %lld tokens exceed n_ctx %lld "
-                       "(%lld fit)", (long long)s->n_past, (long long)n, (long long)s->n_ctx,
-                       (long long)(s->n_ctx - s->n_past));
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= s->cfg.vocab)
-            return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval: token %lld is %d (valid: 0..%d)",
-                           (long long)i, (int)tokens[i], s->cfg.vocab - 1);
     for (int64_t t0 = 0; t0 < n; t0 += s->chunk) {
         const int k = (int)(n - t0 < s->chunk ? n - t0 : s->chunk);
-        const int last = t0 + k == n && logits_last;
+        const int last = t0 + k == n && want;
         const tq_fwd_item it = {s->kv, s->n_past, tokens + t0, k};
         tq_status st;
         if (k == 1 && s->graph && !s->kvf && !s->f32w &&
-            graph_step(s, &it, last ? s->logits : NULL)) {
+            graph_step(s, &it, last ? s->logits : NULL, last ? greedy : NULL)) {
             s->n_past += k;
             continue;
         }
         st = tq_forward_run(&s->fw, &tq_backend_cuda, s->be, &s->rs, &it, 1,
                             last ? s->logits : NULL, 0);
         s->n_eager += k == 1;
+        if (st == TQ_OK && last && greedy)
+            st = tqc_be_greedy(s->be, s->logits, s->cfg.vocab, greedy);
         if (st == TQ_OK)
             st = tqc_be_status(s->be);
         if (st != TQ_OK)
             return st;
         s->n_past += k;
     }
+    return TQ_OK;
+}
+
+static tq_status eval_check(const tq_cuda_session *s, const char *fn, const int32_t *tokens,
+                            int64_t n)
+{
+    if (!tq_cuda_compiled())
+        return TQ_FAIL(TQ_E_UNSUPPORTED, "%s: no CUDA support in this build (configure with the "
+                       "CUDA toolkit installed)", fn);
+    if (!s || !tokens)
+        return TQ_FAIL(TQ_E_ARG, "%s: NULL %s", fn, !s ? "session" : "tokens");
+    if (n < 1)
+        return TQ_FAIL(TQ_E_ARG, "%s: n = %lld tokens (need >= 1)", fn, (long long)n);
+    if (s->n_past + n > s->n_ctx)
+        return TQ_FAIL(TQ_E_OVERFLOW, "%s: %lld + %lld tokens exceed n_ctx %lld (%lld fit)", fn,
+                       (long long)s->n_past, (long long)n, (long long)s->n_ctx,
+                       (long long)(s->n_ctx - s->n_past));
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->cfg.vocab)
+            return TQ_FAIL(TQ_E_ARG, "%s: token %lld is %d (valid: 0..%d)", fn, (long long)i,
+                           (int)tokens[i], s->cfg.vocab - 1);
+    return TQ_OK;
+}
+
+tq_status tq_cuda_session_eval_greedy(tq_cuda_session *s, const int32_t *tokens, int64_t n,
+                                      const int32_t *pen_ids, int n_pen, float penalty,
+                                      int32_t *next)
+{
+    tq_status st = eval_check(s, "tq_cuda_session_eval_greedy", tokens, n);
+    if (st)
+        return st;
+    if (!next || n_pen < 0 || n_pen > TQ_CUDA_GREEDY_MAX_PEN || (n_pen && !pen_ids) ||
+        (n_pen && !(penalty > 0.0f && isfinite(penalty))))
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval_greedy: %s (n_pen %d of at most %d, "
+                       "penalty %g)", !next ? "NULL next" : "bad penalty list", n_pen,
+                       TQ_CUDA_GREEDY_MAX_PEN, (double)penalty);
+    tqc_greedy_pen pen = {.n = n_pen, .penalty = n_pen ? penalty : 1.0f};
+    for (int j = 0; j < n_pen; j++) {
+        if (pen_ids[j] < 0 || pen_ids[j] >= s->cfg.vocab)
+            return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval_greedy: penalised id %d outside the "
+                           "vocabulary", (int)pen_ids[j]);
+        for (int i = 0; i < j; i++)
+            if (pen_ids[i] == pen_ids[j])
+                return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_eval_greedy: penalised id %d twice "
+                               "(the list must be distinct)", (int)pen_ids[j]);
+        pen.id[j] = pen_ids[j];
+    }
+    if ((st = eval_run(s, tokens, n, 1, &pen)) || (st = tqc_be_greedy_fetch(s->be, next)))
+        return st;
+    if (*next < 0)
+        return TQ_FAIL(TQ_E_ARG, "sampler: no finite logit in a row of %d (all NaN or -inf)",
+                       s->cfg.vocab);
+    return TQ_OK;
+}
+
+tq_status tq_cuda_session_eval(tq_cuda_session *s, const int32_t *tokens, int64_t n,
+                               float *logits_last)
+{
+    tq_status st = eval_check(s, "tq_cuda_session_eval", tokens, n);
+    if (st)
+        return st;
+    if ((st = eval_run(s, tokens, n, logits_last != NULL, NULL)))
+        return st;
     if (logits_last)
         return tqc_be_download(s->be, logits_last, s->logits, (size_t)s->cfg.vocab * 4);
     return TQ_OK;
@@ -587,6 +643,11 @@ tq_status tq_cuda_session_eval_rows(tq_cuda_session *s, const int32_t *tokens, i
 int64_t tq_cuda_session_n_past(const tq_cuda_session *s)
 {
     return s ? s->n_past : 0;
+}
+
+int64_t tq_cuda_session_n_ctx(const tq_cuda_session *s)
+{
+    return s ? s->n_ctx : 0;
 }
 
 void tq_cuda_session_reset(tq_cuda_session *s)

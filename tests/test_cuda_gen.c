@@ -1,0 +1,406 @@
+/* test_cuda_gen.c -- the device greedy sampler and the generation loop on the GPU (issue 16
+ * item 4; label cuda; exits 77 without CUDA or a device).
+ *  1. The sampler kernel (tqc_be_greedy) against tq_sampler_sample() on the same rows, seeded
+ *     random logits of vocab 1 .. 262144 (1 .. 128 blocks), with ties across and inside blocks,
+ *     NaN, +inf (FLT_MAX: the lower id of two wins), -inf, a row without a finite logit (-1: the
+ *     CPU's error), and the repetition penalty (> 1 and < 1) on the ids tq_sampler_greedy_ids()
+ *     gives for a history that holds the argmax: the same id, every row.
+ *  2. The generator on the GPU (tq_generator_create_cuda, the tiny random llama with a byte
+ *     tokenizer, bf16 weights and cache, greedy with repetition penalty 1.1, 40 tokens):
+ *     device-picked tokens == host-sampled tokens of the same GPU forward (--host-sampler), the
+ *     device sampler did run (decode graph steps), and the GPU tokens equal the CPU engine's
+ *     (bf16 cache, same weights) up to the end or up to a position where the CPU's own top-2
+ *     margin after the penalty is below 0.05 logits (the documented GPU/CPU tolerance of
+ *     test_cuda_fwd); the streamed text is the decode of the streamed tokens.
+ *  3. transformers' greedy reference of the tiny llama (ref.txt, no penalty): the GPU
+ *     generator's first tokens, with the same near-tie excuse. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "cuda/backend_cuda.h"
+#include "t.h"
+#include "turboquant.h"
+
+#define MODEL_DIR "tests/data/tiny/llama"
+
+/* GPT-2 byte -> unicode code point (as test_gen.c: token i = byte i) */
+static int byte_cp(int b)
+{
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))
+        return b;
+    int n = 0;
+    for (int x = 0; x < b; x++)
+        if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255)))
+            n++;
+    return 256 + n;
+}
+
+static tq_tokenizer *byte_tokenizer(void)
+{
+    static char json[16384];
+    size_t o = 0;
+    o += (size_t)snprintf(json + o, sizeof(json) - o, "{\"model\":{\"type\":\"BPE\",\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        int cp = byte_cp(b);
+        char u[8];
+        if (cp < 0x80)
+            snprintf(u, sizeof(u), "%c", cp);
+        else
+            snprintf(u, sizeof(u), "%c%c", 0xc0 | (cp >> 6), 0x80 | (cp & 0x3f));
+        if (cp == '"' || cp == '\\')
+            o += (size_t)snprintf(json + o, sizeof(json) - o, "%s\"\\%s\":%d", b ? "," : "", u, b);
+        else
+            o += (size_t)snprintf(json + o, sizeof(json) - o, "%s\"%s\":%d", b ? "," : "", u, b);
+    }
+    o += (size_t)snprintf(json + o, sizeof(json) - o,
+                          "},\"merges\":[]},\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+                          "\"add_prefix_space\":false,\"use_regex\":false}}");
+    tq_tokenizer *t = NULL;
+    tq_status st = tq_tokenizer_from_json_memory(json, o, "bytes.json", &t);
+    CHECK(st == TQ_OK, "byte tokenizer: %s", tq_last_error());
+    return t;
+}
+
+/* ---- 1. the kernel against the CPU sampler ------------------------------------------------ */
+
+/* one row: the device pick (penalty from sampler sp's history) vs tq_sampler_sample */
+static void one_row(tqc_be *b, float *dlg, const float *lg, int vocab, tq_sampler *sp,
+                    const char *what)
+{
+    int32_t ids[TQC_GREEDY_MAX_PEN];
+    int n = -1;
+    float pen = 0;
+    const int ok = tq_sampler_greedy_ids(sp, ids, TQC_GREEDY_MAX_PEN, &n, &pen);
+    CHECK(ok, "%s: tq_sampler_greedy_ids refused a greedy sampler", what);
+    if (!ok)
+        return;
+    tqc_greedy_pen gp = {.n = n, .penalty = pen};
+    memcpy(gp.id, ids, (size_t)n * sizeof(int32_t));
+    int32_t dev = -2, cpu = -1;
+    tq_status st = tqc_be_upload(b, dlg, lg, (size_t)vocab * 4);
+    if (st == TQ_OK)
+        st = tqc_be_greedy(b, dlg, vocab, &gp);
+    if (st == TQ_OK)
+        st = tqc_be_greedy_fetch(b, &dev);
+    CHECK(st == TQ_OK, "%s: device greedy: %s", what, tq_last_error());
+    const tq_status cs = tq_sampler_sample(sp, lg, &cpu);
+    if (cs != TQ_OK) {
+        cpu = -1; /* no finite logit */
+    }
+    CHECK(dev == cpu, "%s (vocab %d, %d penalised, penalty %g): device %d, CPU sampler %d", what,
+          vocab, n, (double)pen, (int)dev, (int)cpu);
+}
+
+static void kernel_cases(void)
+{
+    static const int V[] = {1, 2, 255, 2047, 2048, 2049, 4096, 6000, 49152, 151936, 262144};
+    const int vmax = 262144;
+    tqc_be *b = NULL;
+    float *dlg = NULL;
+    CHECK(tqc_be_create(1, 64, 64, 1, 1.0f, &b) == TQ_OK, "backend: %s", tq_last_error());
+    if (!b)
+        return;
+    CHECK(tqc_be_alloc(b, (void **)&dlg, (size_t)vmax * 4, NULL) == TQ_OK, "alloc");
+    float *lg = malloc((size_t)vmax * 4);
+    tq_rng rng;
+    tq_rng_seed(&rng, t_seed);
+    int rows = 0;
+    for (int vi = 0; vi < (int)(sizeof(V) / sizeof(V[0])); vi++) {
+        const int vocab = V[vi];
+        for (int kind = 0; kind < 9; kind++) {
+            char what[96];
+            for (int i = 0; i < vocab; i++) /* quantised to 1/64: equal values happen */
+                lg[i] = (float)(int)(tq_rng_normal(&rng) * 256.0) / 64.0f;
+            tq_sampler_params p = tq_sampler_params_default();
+            int hist = 0;
+            const int a = (int)(tq_rng_u64(&rng) % (uint64_t)vocab);
+            const int c = (int)(tq_rng_u64(&rng) % (uint64_t)vocab);
+            switch (kind) {
+            case 0: /* plain */
+                break;
+            case 1: /* a tie of two ids (across blocks when far apart): the lower wins */
+                lg[a] = lg[c] = 100.0f;
+                break;
+            case 2: /* NaN, +inf twice (both FLT_MAX: the lower id), -inf */
+                for (int i = 0; i < vocab; i += 7)
+                    lg[i] = NAN;
+                lg[a] = INFINITY;
+                lg[c] = INFINITY;
+                lg[vocab - 1] = -INFINITY;
+                break;
+            case 3: /* no finite logit: -1 on the device, an error on the CPU */
+                for (int i = 0; i < vocab; i++)
+                    lg[i] = i % 2 ? NAN : -INFINITY;
+                break;
+            case 4: /* penalty > 1 on a history holding the argmax and 40 others */
+            case 5: /* penalty < 1 (boosts positives, pushes negatives down) */
+            case 6: /* penalty on a history with repeats (distinct ids only once) */
+                p.repeat_penalty = kind == 5 ? 0.7f : 1.3f;
+                hist = kind == 6 ? 64 : 41;
+                break;
+            case 7: /* all logits equal: id 0 */
+                for (int i = 0; i < vocab; i++)
+                    lg[i] = -3.5f;
+                break;
+            case 8: /* penalty where the argmax is +inf (FLT_MAX / 1.3 stays finite) */
+                lg[a] = INFINITY;
+                p.repeat_penalty = 1.3f;
+                hist = 8;
+                break;
+            }
+            tq_sampler *sp = NULL;
+            if (tq_sampler_create(&p, vocab, &sp) != TQ_OK) {
+                CHECK(0, "sampler: %s", tq_last_error());
+                continue;
+            }
+            if (hist) { /* the argmax of the raw row first, then random ids (with repeats) */
+                int am = 0;
+                for (int i = 1; i < vocab; i++)
+                    if (lg[i] > lg[am])
+                        am = i;
+                tq_sampler_accept(sp, am);
+                for (int h = 1; h < hist; h++) {
+                    const int id = kind == 6 ? (int)(tq_rng_u64(&rng) % 20u) % vocab
+                                             : (int)(tq_rng_u64(&rng) % (uint64_t)vocab);
+                    tq_sampler_accept(sp, id);
+                }
+            }
+            snprintf(what, sizeof(what), "row kind %d", kind);
+            one_row(b, dlg, lg, vocab, sp, what);
+            tq_sampler_free(sp);
+            rows++;
+        }
+    }
+    { /* a greedy sampler with more distinct penalised ids than the device list: refused */
+        tq_sampler_params p = tq_sampler_params_default();
+        p.repeat_penalty = 1.1f;
+        p.repeat_last_n = 100;
+        tq_sampler *sp = NULL;
+        int32_t ids[TQC_GREEDY_MAX_PEN];
+        int n = 0;
+        float pen = 0;
+        if (tq_sampler_create(&p, 1000, &sp) == TQ_OK) {
+            for (int h = 0; h < 100; h++)
+                tq_sampler_accept(sp, h);
+            CHECK(!tq_sampler_greedy_ids(sp, ids, TQC_GREEDY_MAX_PEN, &n, &pen),
+                  "100 distinct penalised ids accepted into a list of %d", TQC_GREEDY_MAX_PEN);
+            tq_sampler_free(sp);
+        }
+        p = tq_sampler_params_default();
+        p.temperature = 0.5f;
+        if (tq_sampler_create(&p, 1000, &sp) == TQ_OK) {
+            CHECK(!tq_sampler_greedy_ids(sp, ids, TQC_GREEDY_MAX_PEN, &n, &pen),
+                  "temperature 0.5 taken as greedy");
+            tq_sampler_free(sp);
+        }
+    }
+    printf("device greedy sampler vs tq_sampler_sample: %d rows (vocab 1..%d)\n", rows, vmax);
+    tqc_be_sync(b);
+    tqc_be_dfree(dlg);
+    tqc_be_free(b);
+    free(lg);
+}
+
+/* ---- 2./3. the generator on the GPU ----------------------------------------------------- */
+
+typedef struct capture {
+    char text[8192];
+    size_t n_text;
+    int32_t toks[512];
+    int n_toks;
+} capture;
+
+static int cap_fn(void *user, int32_t token, const char *text, size_t len)
+{
+    capture *c = user;
+    if (token >= 0 && c->n_toks < 512)
+        c->toks[c->n_toks++] = token;
+    if (c->n_text + len <= sizeof(c->text)) {
+        memcpy(c->text + c->n_text, text, len);
+        c->n_text += len;
+    }
+    return 0;
+}
+
+/* the CPU engine's top-2 margin at the next position after ids[0..n), with the repetition
+ * penalty `pen` over the last 64 ids (as the sampler applies it) */
+static float cpu_margin(tq_model *m, const int32_t *ids, int n, float pen)
+{
+    tq_session_opts so;
+    tq_session_opts_default(&so);
+    tq_kv_scheme_parse("bf16", &so.kv);
+    so.n_ctx = 256;
+    tq_session *s = NULL;
+    float margin = INFINITY;
+    tq_model_info mi;
+    tq_model_get_info(m, &mi);
+    float *lg = malloc((size_t)mi.vocab_size * 4);
+    if (tq_session_create(m, &so, &s) == TQ_OK && tq_session_eval(s, ids, n, lg) == TQ_OK) {
+        unsigned char *done = calloc((size_t)mi.vocab_size, 1);
+        for (int j = n > 64 ? n - 64 : 0; j < n && pen != 1.0f; j++)
+            if (!done[ids[j]]) {
+                done[ids[j]] = 1;
+                lg[ids[j]] = lg[ids[j]] > 0 ? lg[ids[j]] / pen : lg[ids[j]] * pen;
+            }
+        free(done);
+        int b0 = 0;
+        for (int i = 1; i < mi.vocab_size; i++)
+            if (lg[i] > lg[b0])
+                b0 = i;
+        float second = -INFINITY;
+        for (int i = 0; i < mi.vocab_size; i++)
+            if (i != b0 && lg[i] > second)
+                second = lg[i];
+        margin = lg[b0] - second;
+    }
+    tq_session_free(s);
+    free(lg);
+    return margin;
+}
+
+/* GPU tokens vs reference tokens (same prompt): equal, or equal up to a CPU near-tie */
+static void compare(tq_model *m, const int32_t *prompt, int np, const int32_t *gpu, int ng,
+                    const int32_t *ref, int nr, float pen, const char *what)
+{
+    int n = ng < nr ? ng : nr, k = 0;
+    while (k < n && gpu[k] == ref[k])
+        k++;
+    if (k == n) {
+        printf("%s: %d of %d tokens equal\n", what, n, n);
+        return;
+    }
+    int32_t ids[600];
+    memcpy(ids, prompt, (size_t)np * 4);
+    memcpy(ids + np, ref, (size_t)k * 4);
+    const float mg = cpu_margin(m, ids, np + k, pen);
+    printf("%s: first %d of %d tokens equal, then GPU %d vs %d at a CPU top-2 margin of %.4f\n",
+           what, k, n, (int)gpu[k], (int)ref[k], (double)mg);
+    CHECK(mg < 0.05f, "%s: token %d differs (GPU %d, reference %d) with a CPU margin of %.4f "
+          "(>= 0.05)", what, k, (int)gpu[k], (int)ref[k], (double)mg);
+}
+
+static int run_gen(tq_model *m, tq_tokenizer *tok, int cuda, int host, float pen,
+                   const int32_t *prompt, int np, int n_new, capture *c, long *graph)
+{
+    tq_gen_opts go;
+    tq_gen_opts_default(&go);
+    go.ignore_eos = 1;
+    go.max_new_tokens = n_new;
+    go.sampling.repeat_penalty = pen;
+    go.host_sampler = host;
+    tq_kv_scheme kv;
+    tq_kv_scheme_parse("bf16", &kv);
+    tq_session *s = NULL;
+    tq_cuda_session *gs = NULL;
+    tq_generator *g = NULL;
+    tq_status st;
+    memset(c, 0, sizeof(*c));
+    if (cuda) {
+        st = tq_cuda_session_create(m, kv, 128, &gs);
+        if (st == TQ_OK)
+            st = tq_generator_create_cuda(m, gs, tok, &go, &g);
+    } else {
+        tq_session_opts so;
+        tq_session_opts_default(&so);
+        so.kv = kv;
+        so.n_ctx = 128;
+        st = tq_session_create(m, &so, &s);
+        if (st == TQ_OK)
+            st = tq_generator_create(m, s, tok, &go, &g);
+    }
+    tq_gen_stats gst;
+    if (st == TQ_OK)
+        st = tq_generator_run(g, prompt, np, cap_fn, c, &gst);
+    CHECK(st == TQ_OK, "generate (%s%s): %s", cuda ? "GPU" : "CPU", host ? ", host sampler" : "",
+          tq_last_error());
+    if (st == TQ_OK) {
+        CHECK(gst.n_gen == n_new && c->n_toks == n_new, "%d tokens asked, %lld sampled, %d "
+              "streamed", n_new, (long long)gst.n_gen, c->n_toks);
+        char dec[8192];
+        size_t nd = 0;
+        tq_tokenizer_decode(tok, c->toks, c->n_toks, TQ_TOK_SKIP_SPECIAL, dec, sizeof(dec), &nd);
+        CHECK(nd == c->n_text && !memcmp(dec, c->text, nd), "streamed text != decode(tokens)");
+        if (cuda)
+            CHECK(tq_cuda_session_n_past(gs) == np + n_new - 1, "GPU n_past %lld",
+                  (long long)tq_cuda_session_n_past(gs));
+    }
+    if (graph) {
+        *graph = 0;
+        if (gs)
+            tq_cuda_session_graph_stats(gs, graph, NULL, NULL);
+    }
+    tq_generator_free(g);
+    tq_session_free(s);
+    tq_cuda_session_free(gs);
+    return st == TQ_OK;
+}
+
+static void gen_cases(void)
+{
+    FILE *rf = fopen(MODEL_DIR "/ref.txt", "r");
+    CHECK(rf, "%s/ref.txt", MODEL_DIR);
+    if (!rf)
+        return;
+    int32_t prompt[64], ref[64];
+    int np = 0, nr = 0, mode = 0, count_next = 0;
+    char word[32];
+    while (fscanf(rf, "%31s", word) == 1) { /* "tokens N id..." then "greedy N id..." */
+        if (!strcmp(word, "tokens") || !strcmp(word, "greedy")) {
+            mode = word[0] == 't' ? 1 : 2;
+            count_next = 1;
+        } else if (count_next)
+            count_next = 0;
+        else if (mode == 1 && np < 64)
+            prompt[np++] = atoi(word);
+        else if (mode == 2 && nr < 64)
+            ref[nr++] = atoi(word);
+    }
+    fclose(rf);
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.weight_type = TQ_DTYPE_BF16;
+    mo.weight_store = TQ_STORE_DEQUANT;
+    tq_model *m = NULL;
+    CHECK(tq_model_load(MODEL_DIR, &mo, &m) == TQ_OK, "load: %s", tq_last_error());
+    tq_tokenizer *tok = byte_tokenizer();
+    if (!m || !tok) {
+        tq_model_free(m);
+        tq_tokenizer_free(tok);
+        return;
+    }
+    static capture dev, host, cpu, plain;
+    long graph = 0;
+    const int N = 40;
+    if (run_gen(m, tok, 1, 0, 1.1f, prompt, np, N, &dev, &graph) &&
+        run_gen(m, tok, 1, 1, 1.1f, prompt, np, N, &host, NULL)) {
+        CHECK(!memcmp(dev.toks, host.toks, (size_t)N * 4), "device sampler tokens != host "
+              "sampler tokens on the same GPU forward");
+        printf("GPU generator, penalty 1.1: device sampler == host sampler at %d tokens "
+               "(%ld decode steps as graphs)\n", N, graph);
+        CHECK(graph >= N - 2, "only %ld of %d decode steps ran as graphs", graph, N - 1);
+    }
+    if (run_gen(m, tok, 0, 0, 1.1f, prompt, np, N, &cpu, NULL))
+        compare(m, prompt, np, dev.toks, N, cpu.toks, N, 1.1f,
+                "GPU (bf16 cache) vs CPU engine (bf16 cache), penalty 1.1");
+    if (run_gen(m, tok, 1, 0, 1.0f, prompt, np, nr, &plain, NULL))
+        compare(m, prompt, np, plain.toks, nr, ref, nr, 1.0f,
+                "GPU vs transformers' greedy (ref.txt)");
+    tq_tokenizer_free(tok);
+    tq_model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv, "test_cuda_gen");
+    if (!tq_cuda_compiled())
+        return t_skip("built without CUDA");
+    if (tq_cuda_available() < 1)
+        return t_skip("no CUDA device");
+    kernel_cases();
+    gen_cases();
+    return t_done();
+}
