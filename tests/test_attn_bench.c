@@ -4,7 +4,7 @@
  * thread's CPU time (a shared machine disturbs it less than wall time), best of several runs.
  * The cache is filled with uniform random rows through its own append(). Asserts only that the
  * outputs are finite; the numbers are for docs/results.md ("Attention on AVX2").
- * Usage: test_attn_bench [decode_reps] [max_depth]. */
+ * Usage: test_attn_bench [decode_reps] [max_depth] [--cpu ISA]. */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "model/kvcache_turbo.h"
 #include "t.h"
+#include "t_cpu.h"
 
 static double cpu_s(void)
 {
@@ -23,6 +24,9 @@ static double cpu_s(void)
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_attn_bench");
+    const int cpu = t_cpu_args(argc, argv);
+    if (cpu)
+        return cpu;
     const int reps = argc > 1 && argv[1][0] != '-' ? atoi(argv[1]) : 20;
     const int max_depth = argc > 2 ? atoi(argv[2]) : 8192;
     static const char *schemes[] = {"bf16", "f16", "kv8", "turbo", "turbo:k4v3"};
