@@ -109,9 +109,10 @@ static void check_format(const fmt *f)
     static const int kbs[] = {1, 2, 3, 5, 8, 9, 18, 48, 64, 65};
     static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
                              20, 23, 33};
-    const tq_qmv_q8_fn amx = tq_qdot_amx_mv(f->id), sc = scalar_mv(f->id);
-    CHECK(amx != NULL && sc != NULL, "%s: AMX and scalar kernels exist", f->name);
-    if (!amx || !sc)
+    const tq_qmv_q8_fn amx_mv = tq_qdot_amx_mv(f->id), sc = scalar_mv(f->id);
+    const tq_qmv_q8_fn amx_gemm = tq_qdot_amx_gemm(f->id);
+    CHECK(amx_mv && amx_gemm && sc, "%s: AMX and scalar kernels exist", f->name);
+    if (!amx_mv || !amx_gemm || !sc)
         return;
     int bad_ref = 0, bad_lib = 0, bad_out = 0, checked = 0;
     for (size_t ki = 0; ki < sizeof(kbs) / sizeof(kbs[0]); ki++) {
@@ -130,14 +131,22 @@ static void check_format(const fmt *f)
             x[i] = (float)tq_rng_normal(&rng) * (tq_rng_u64(&rng) % 16 ? 1.0f : 8.0f);
         for (int t = 0; t < MAXN; t++)
             tq_qdot_scalar()->quant_q8a(x + t * k, a + t * nb, k);
-        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
-            const int n = ns[ni];
+        tq_q8p *pk = aligned_alloc(64, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, MAXN));
+        for (size_t ni = 0; ni < 2 * sizeof(ns) / sizeof(ns[0]); ni++) {
+            const int n = ns[ni / 2], gemm = ni & 1; /* mv_q8 over tq_q8a, gemm_q8 over tq_q8p */
             const int64_t r0 = (int64_t)(tq_rng_u64(&rng) % 5);
             const int64_t r1 = MAXR - (int64_t)(tq_rng_u64(&rng) % 7);
             for (int i = 0; i < MAXN * MAXR; i++)
                 y0[i] = y1[i] = -7.0f;
             sc(w, rb, k, a, n, y0, MAXR, r0, r1);
-            amx(w, rb, k, a, n, y1, MAXR, r0, r1);
+            if (gemm) {
+                memset(pk, 0, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, n));
+                for (int t = 0; t < n; t++)
+                    tq_q8p_pack(a + t * nb, nb, pk + (t / TQ_Q8P_T) * nb, t % TQ_Q8P_T);
+                amx_gemm(w, rb, k, pk, n, y1, MAXR, r0, r1);
+            } else {
+                amx_mv(w, rb, k, a, n, y1, MAXR, r0, r1);
+            }
             for (int t = 0; t < MAXN; t++)
                 for (int r = 0; r < MAXR; r++) {
                     const float v0 = y0[t * MAXR + r], v1 = y1[t * MAXR + r];
@@ -146,16 +155,17 @@ static void check_format(const fmt *f)
                         continue;
                     }
                     const float e = ref_dot(f->id, f->bytes, w + r * rb, a + t * nb, nb);
-                    if (memcmp(&e, &v1, 4) && n > 1 && k <= TQ_AMX_MAXK && bad_ref++ < 3)
-                        fprintf(stderr, "%s k %lld n %d row %d token %d: amx %.9g, spec %.9g\n",
-                                f->name, (long long)k, n, r, t, v1, e);
+                    if (memcmp(&e, &v1, 4) && bad_ref++ < 3)
+                        fprintf(stderr, "%s %s k %lld n %d row %d token %d: amx %.9g, spec %.9g\n",
+                                f->name, gemm ? "gemm" : "mv", (long long)k, n, r, t, v1, e);
                     if (memcmp(&v0, &v1, 4) && bad_lib++ < 3)
-                        fprintf(stderr, "%s k %lld n %d row %d token %d: amx %.9g, scalar %.9g\n",
-                                f->name, (long long)k, n, r, t, v1, v0);
+                        fprintf(stderr, "%s %s k %lld n %d row %d token %d: amx %.9g, scalar "
+                                "%.9g\n", f->name, gemm ? "gemm" : "mv", (long long)k, n, r, t, v1,
+                                v0);
                     checked++;
                 }
         }
-        free(w), free(x), free(a), free(y0), free(y1);
+        free(w), free(x), free(a), free(y0), free(y1), free(pk);
     }
     CHECK(bad_ref == 0, "%s: %d of %d AMX results differ from the test's spec", f->name, bad_ref,
           checked);

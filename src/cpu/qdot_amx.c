@@ -21,29 +21,17 @@ typedef struct tilecfg {
     uint8_t rows[16];
 } tilecfg;
 
-/* One block of a group of 16 tokens, interleaved: qs[k4][4 t + e] = token t's qs[4 k4 + e] (the
- * tile's B operand, 8 rows of 64 bytes), d and s per token (zeros for absent tokens); the
- * layout of qdot.h's tq_q8p without its c. */
-typedef struct amx_blk {
-    _Alignas(64) int8_t qs[8][64];
-    float d[16];
-    float s[16];
-} amx_blk;
+/* One block of a group of 16 tokens: qdot.h's tq_q8p (qs[k4][4 t + e] = token t's qs[4 k4 + e]:
+ * the tile's B operand, 8 rows of 64 bytes; d and s per token, zeros for absent tokens). */
+typedef tq_q8p amx_blk;
 
-/* tokens [0, nt) of a (nb blocks each) -> p[0 .. nb) */
+/* tokens [0, nt) of a (nb blocks each) -> the group p[0 .. nb) (tq_q8p_pack, absent lanes 0) */
 static void pack_act(const tq_q8a *a, int64_t nb, int64_t nt, amx_blk *p)
 {
-    for (int64_t b = 0; b < nb; b++) {
-        if (nt < 16)
-            memset(&p[b], 0, sizeof(p[b]));
-        for (int64_t t = 0; t < nt; t++) {
-            const tq_q8a *x = a + t * nb + b;
-            for (int k4 = 0; k4 < 8; k4++)
-                memcpy(&p[b].qs[k4][4 * t], x->qs + 4 * k4, 4);
-            p[b].d[t] = x->d;
-            p[b].s[t] = x->s;
-        }
-    }
+    if (nt < 16)
+        memset(p, 0, sizeof(*p) * (size_t)nb);
+    for (int64_t t = 0; t < nt; t++)
+        tq_q8p_pack(a + t * nb, nb, p, (int)t);
 }
 
 static inline size_t fmt_bytes(int F)
@@ -176,7 +164,7 @@ AI void float_blk(int F, int tw, int64_t b, const uint8_t *w0, __m512i ridx, __m
         _mm512_setzero_si512(), rmask, ridx, (const void *)(w0 + (size_t)b * fmt_bytes(F)), 1);
     const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
     const __m512 mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
-    __m512 dav = _mm512_load_ps(p[b].d), sav = _mm512_load_ps(p[b].s);
+    __m512 dav = _mm512_loadu_ps(p[b].d), sav = _mm512_loadu_ps(p[b].s);
     if (tw == 16) {
         for (int i = 0; i < 16; i++) {
             const __m512i pi = _mm512_set1_epi32(i);
@@ -293,7 +281,7 @@ static inline __attribute__((always_inline)) void mm_amx(int F, const void *w, s
         if (tw != cur)
             config(tw), cur = tw;
         const amx_blk *p = groups ? groups + (t0 / 16) * nb : stack;
-        if (!groups)
+        if (!groups && stack)
             pack_act(act + t0 * nb, nb, nt, stack);
         if (tw == 16)
             run_rows(F, 16, w, row_bytes, nb, p, nt, y + t0 * ldy, ldy, r0, r1);
@@ -319,8 +307,13 @@ static tq_qmv_q8_fn vnni_mv(int id)
             vnni_mv(FID)(w, row_bytes, k, act, n, y, ldy, r0, r1);                                 \
             return;                                                                                \
         }                                                                                          \
-        amx_blk stack[MAXB]; /* 40 KB */                                                            \
+        amx_blk stack[MAXB]; /* 44 KB */                                                            \
         mm_amx(F, w, row_bytes, k / TQ_QK, NULL, act, stack, n, y, ldy, r0, r1);                   \
+    }                                                                                              \
+    static void gemm_amx_##name(const void *w, size_t row_bytes, int64_t k, const void *act,      \
+                                int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)          \
+    {                                                                                              \
+        mm_amx(F, w, row_bytes, k / TQ_QK, act, NULL, NULL, n, y, ldy, r0, r1);                     \
     }
 AMX_FORMAT(q8_0, F_Q8_0, TQ_GGML_Q8_0)
 AMX_FORMAT(q4_0, F_Q4_0, TQ_GGML_Q4_0)
@@ -355,6 +348,14 @@ tq_qmv_q8_fn tq_qdot_amx_mv(int id)
     return F < 0 || !vnni_mv(id) ? NULL : mv[F];
 }
 
+tq_qmv_q8_fn tq_qdot_amx_gemm(int id)
+{
+    static const tq_qmv_q8_fn gm[6] = {gemm_amx_q8_0, gemm_amx_q4_0, gemm_amx_q4_1,
+                                       gemm_amx_q5_0, gemm_amx_q5_1, gemm_amx_iq4nl};
+    const int F = fmt_index(id);
+    return F < 0 ? NULL : gm[F];
+}
+
 void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k)
 {
     if (isa < TQ_ISA_AVX512 || !k->mv_q8 || !tq_cpu_amx())
@@ -363,7 +364,7 @@ void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k)
     if (!mv)
         return;
     k->mv_q8 = mv;
-    k->gemm_q8 = NULL;
+    k->gemm_q8 = tq_qdot_amx_gemm(id);
     k->isa_q8 = "amx-int8";
 }
 
@@ -375,6 +376,12 @@ int tq_qdot_amx_built(void)
 }
 
 tq_qmv_q8_fn tq_qdot_amx_mv(int id)
+{
+    (void)id;
+    return NULL;
+}
+
+tq_qmv_q8_fn tq_qdot_amx_gemm(int id)
 {
     (void)id;
     return NULL;

@@ -8,13 +8,14 @@
  * (row, token) lane in the same order.
  *
  * Tile: 16 weight rows (A, 16 x 32 bytes: one block of each row, unpacked to int8 / uint8) times
- * up to 16 tokens (B, 8 x 4*16 bytes: the block's activations in the VNNI layout, prepacked once
- * per call and token group on the stack), C = 16 x 16 int32. Two C tiles alternate, so the
+ * up to 16 tokens (B, 8 x 4*16 bytes: the block's activations in the VNNI layout = qdot.h's
+ * tq_q8p, packed once per call by qmatmul.c for gemm_q8, or on the stack per token group for
+ * mv_q8), C = 16 x 16 int32. Two C tiles alternate, so the
  * tile product of block b+1 runs while the float part of block b does. Token groups of <= 8
  * tokens use 8-column tiles and two rows per zmm in the float part.
  *
- * Scope: k <= TQ_AMX_MAXK (the stack prepack); n = 1 and longer rows go to the kernel the
- * format had before (the AVX-512 VNNI one), so the AMX mv_q8 takes any k and n.
+ * Scope: gemm_q8 any n and k; mv_q8 k <= TQ_AMX_MAXK (the stack pack) and n >= 2, otherwise
+ * the AVX-512 VNNI kernel (n = 1 is a memory-bound matvec), so it takes any k and n too.
  *
  * Availability: tq_cpu_amx() (core/core.h: CPUID, XCR0, the Linux permission request, and the
  * caller's switch); tq_qdot_amx_register() installs the tiles only when it says yes. */
@@ -31,10 +32,13 @@ int tq_qdot_amx_built(void);
 /* tq_qdot_amx_mv() -- the AMX matvec of format id (a tq_qmv_q8_fn over tq_q8a activations),
  * NULL when none or not built. Runs only where tq_cpu_amx() said yes (tests check it). */
 tq_qmv_q8_fn tq_qdot_amx_mv(int id);
+/* tq_qdot_amx_gemm() -- the same tile over qdot.h's packed tq_q8p groups (a gemm_q8 slot: any n,
+ * any k), NULL when none. */
+tq_qmv_q8_fn tq_qdot_amx_gemm(int id);
 
 /* tq_qdot_amx_register() -- when tq_cpu_amx() and format id has an AMX tile: k->mv_q8 = the
- * tile (n = 1 and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = NULL (the tile
- * does prefill), k->isa_q8 = "amx-int8". Called from formats_cpu.c once per format, after the
+ * tile (n = 1 and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = the tile over
+ * tq_q8p (qmatmul.c takes it from 8 tokens), k->isa_q8 = "amx-int8". Called from formats_cpu.c once per format, after the
  * ISA tables. */
 void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k);
 
