@@ -39,7 +39,7 @@ typedef struct job {
     const float *x;
     const void *a;
     float *y;
-    void *p; /* tq_q8p pairs of the n tokens (PATH_GEMM) */
+    void *p; /* tq_q8p groups of the n tokens (PATH_GEMM) */
 } job;
 
 static void run_job(void *ctx, int ith, int nth)
@@ -136,7 +136,7 @@ int main(int argc, char **argv)
         float *x = malloc(sizeof(float) * k * ntok);
         float *y = malloc(sizeof(float) * m * ntok);
         void *a = malloc(sizeof(tq_q8k) * (k / 32) * ntok); /* room for either activation */
-        void *pk = aligned_alloc(64, (sizeof(tq_q8p) * (size_t)tq_q8p_pairs(k) * ntok + 63) / 64 * 64);
+        void *pk = aligned_alloc(64, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, ntok));
         uint16_t *wb = malloc(sizeof(uint16_t) * m * k);
         if (!x || !y || !a || !wb)
             return 1;
@@ -191,7 +191,8 @@ int main(int argc, char **argv)
                         if (cfg[c].path == PATH_GEMM)
                             for (int64_t q = 0; q < ntok; q++)
                                 tq_q8p_pack((const tq_q8a *)a + q * (k / 32), k / 32,
-                                            (tq_q8p *)pk + q * tq_q8p_pairs(k));
+                                            (tq_q8p *)pk + q / TQ_Q8P_T * (k / 32),
+                                            (int)(q % TQ_Q8P_T));
                         tq_pool_run(pool, run_job, &cfg[c]);
                         const uint64_t c1 = cpu_ns();
                         const uint64_t t1 = tq_now_ns();

@@ -88,14 +88,15 @@ static void check_isa(const tq_iq4nl_kernels *ref, const tq_iq4nl_kernels *t)
                 n_checked++;
             }
         }
-        /* the prefill tile over packed activations: the dot's bits for any n (and a planted
-         * one-lane change of the packing must show) */
+        /* the prefill tile over packed activations (16 tokens a group): the dot's bits for
+         * any n */
         if (t->gemm_q8) {
-            static tq_q8p p[MAXN * (MAXK / 32 + 1) / 2];
-            const int64_t np = tq_q8p_pairs(k);
+            static tq_q8p p[(MAXN + TQ_Q8P_T - 1) / TQ_Q8P_T * (MAXK / 32)]
+                __attribute__((aligned(64)));
+            memset(p, 0, sizeof(p));
             for (int tk = 0; tk < MAXN; tk++)
-                tq_q8p_pack(a + tk * kb, kb, p + tk * np);
-            static const int gn[] = {1, 2, 5, 6, 7, 11, 12, 13};
+                tq_q8p_pack(a + tk * kb, kb, p + (tk / TQ_Q8P_T) * kb, tk % TQ_Q8P_T);
+            static const int gn[] = {1, 2, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 23};
             for (size_t ni = 0; ni < sizeof(gn) / sizeof(gn[0]); ni++) {
                 const int n = gn[ni];
                 const int64_t r0 = (int64_t)(tq_rng_u64(&rng) % 5);

@@ -1,0 +1,343 @@
+/* qdot_q8blk.h -- the q8 kernels of the 32-element formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * IQ4_NL) under qdot.h's per-block specification, for the AVX2 and AVX512-VNNI tables.
+ * Included by qdot_avx2.c and qdot_iq4nl_avx2.c (each compiled with AVX2 flags, and again with
+ * QDOT_VNNI and AVX512-VNNI flags); the including file defines, before the include,
+ *     static inline __m256i QB_UP(int F, const uint8_t *b)
+ * -- the block's 32 weight integers in element order (signed formats int8, Q4_1/Q5_1 0..31).
+ * Internal to src/cpu/.
+ *
+ * Two shapes, both the reference's sequence per (row, token) and so its bits:
+ *   qb_row  -- one row . one token (decode, the dots, n < TQ_Q8P_MIN): 8 blocks' int32 lanes
+ *              (vpmaddubsw + vpmaddwd, or vpdpbusd) reduced to one vector of the 8 block sums
+ *              P_b by a transposing add tree (qb_red8), converted at once, the 8 scale products
+ *              d_w * d_a at once (two gathers), then the 8 fmas of the chain in block order.
+ *   qb_tile -- R rows x the 16 tokens of a tq_q8p group (prefill, batched decode): lanes =
+ *              tokens, so P_b of a (row, block) for all 16 tokens is 8 int8 dot steps (one per 4
+ *              elements: the row's 4 weight bytes broadcast, the tokens' 4 bytes each) summed in
+ *              int32, then ONE cvt + mul + fma per (row, block) for the 16 tokens (the per-lane
+ *              spec needed 8x that float work). AVX512-VNNI: zmm, vpdpbusd with the weights
+ *              offset to unsigned (w + 128) and tq_q8p's c = -128 * sum(qs) as the start;
+ *              AVX2: two ymm halves of 8 tokens, vpmaddubsw(|w|, sign(a, w)) summed in int16
+ *              where the format's |w| bound allows it (see qb_tile2), then vpmaddwd. */
+#ifndef TQ_CPU_QDOT_Q8BLK_H
+#define TQ_CPU_QDOT_Q8BLK_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "common/formats.h"
+#include "cpu/qdot.h"
+#include "cpu/qdot_avx2.h"
+
+static inline __m256i QB_UP(int F, const uint8_t *b);
+
+static inline size_t qb_bs(int F)
+{
+    return F == TQ_GGML_Q8_0   ? 34
+           : F == TQ_GGML_Q4_1 ? 20
+           : F == TQ_GGML_Q5_0 ? 22
+           : F == TQ_GGML_Q5_1 ? 24
+                               : 18; /* Q4_0, IQ4_NL */
+}
+static inline int qb_has_min(int F)
+{
+    return F == TQ_GGML_Q4_1 || F == TQ_GGML_Q5_1;
+}
+
+/* int32 lane l = sum of elements 4l..4l+3 of w * a (exact: |.| < 2^17) */
+static inline __m256i qb_ip(int F, __m256i w, const int8_t *qs)
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
+#ifdef QDOT_VNNI
+    if (qb_has_min(F))
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w),
+                               _mm256_sign_epi8(a, w));
+#else
+    const __m256i p16 = qb_has_min(F) ? _mm256_maddubs_epi16(w, a)
+                                      : _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+                                                             _mm256_sign_epi8(a, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+#endif
+}
+
+/* lane j = the sum of the 8 int32 lanes of v[j] (exact) */
+static inline __m256i qb_red8(const __m256i *v)
+{
+#define QB_H32(x, y) _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y))
+#define QB_H64(x, y) _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y))
+    const __m256i a01 = QB_H32(v[0], v[1]), a23 = QB_H32(v[2], v[3]);
+    const __m256i a45 = QB_H32(v[4], v[5]), a67 = QB_H32(v[6], v[7]);
+    const __m256i b0 = QB_H64(a01, a23), b1 = QB_H64(a45, a67);
+#undef QB_H32
+#undef QB_H64
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20),
+                            _mm256_permute2x128_si256(b0, b1, 0x31));
+}
+
+static inline int32_t qb_hsum(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* One row (blocks at b) . one token (a), nb blocks: the reference's chain
+ *     acc = fmaf((float)P_b, d_w * d_a, acc);  accm = accm + m_w * s_a;  result acc + accm */
+static inline __attribute__((always_inline)) float qb_row(int F, const uint8_t *b,
+                                                          const tq_q8a *a, int64_t nb)
+{
+    const size_t bs = qb_bs(F);
+    const int hm = qb_has_min(F);
+    const __m256i widx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32((int)bs));
+    const __m256i aidx = _mm256_setr_epi32(0, 40, 80, 120, 160, 200, 240, 280);
+    /* bytes 0-1 of each dword (d) to the low 8 bytes of each 128-bit lane, 2-3 (m) high */
+    const __m256i sh = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0,
+                                        1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    float acc = 0.0f, accm = 0.0f;
+    int64_t j = 0;
+    for (; j + 8 <= nb; j += 8) {
+        const uint8_t *bj = b + (size_t)j * bs;
+        __m256i v[8];
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) v[q] =
+            qb_ip(F, QB_UP(F, bj + (size_t)q * bs), a[j + q].qs);
+        const __m256 p = _mm256_cvtepi32_ps(qb_red8(v));
+        const __m256i s = _mm256_permute4x64_epi64(
+            _mm256_shuffle_epi8(_mm256_i32gather_epi32((const int *)bj, widx, 1), sh), 0xd8);
+        const __m256 da = _mm256_i32gather_ps(&a[j].d, aidx, 1);
+        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(s)), da);
+        float pf[8], df[8];
+        _mm256_storeu_ps(pf, p);
+        _mm256_storeu_ps(df, dd);
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) acc = fmaf(pf[q], df[q], acc);
+        if (hm) {
+            const __m256 sa = _mm256_i32gather_ps(&a[j].s, aidx, 1);
+            float mf[8];
+            _mm256_storeu_ps(mf, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(s, 1)),
+                                               sa));
+            _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) accm = accm + mf[q];
+        }
+    }
+    for (; j < nb; j++) {
+        const uint8_t *bb = b + (size_t)j * bs;
+        const int32_t P = qb_hsum(qb_ip(F, QB_UP(F, bb), a[j].qs));
+        acc = fmaf((float)P, f16c(bb) * a[j].d, acc);
+        if (hm)
+            accm = accm + f16c(bb + 2) * a[j].s;
+    }
+    return acc + accm;
+}
+
+/* Software prefetch of a row's bytes QB_PF_BYTES ahead (each line once as the rows advance):
+ * from DRAM the kernels otherwise wait on the weights (see qdot_avx2.c's history in
+ * docs/results.md). Prefetches never fault, so past the end is harmless. */
+#define QB_PF_BYTES 2048
+static inline void qb_prefetch(const uint8_t *row, size_t row_bytes)
+{
+    const char *p = (const char *)row + QB_PF_BYTES;
+    for (size_t o = 0; o < row_bytes; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
+/* mv_q8 of qdot.h: every (row, token) by qb_row, tokens inner (the row from L1) */
+static inline __attribute__((always_inline)) void
+qb_mv(int F, const void *w, size_t row_bytes, int64_t k, const void *act, int64_t n, float *y,
+      int64_t ldy, int64_t r0, int64_t r1)
+{
+    const int64_t nb = k / TQ_QK;
+    const tq_q8a *a = act;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * row_bytes;
+        qb_prefetch(row, row_bytes);
+        for (int64_t t = 0; t < n; t++)
+            y[t * ldy + r] = qb_row(F, row, a + t * nb, nb);
+    }
+}
+
+/* ---- the tiles over packed activations (lanes = tokens) ------------------------------------ */
+/* rows per tile, and rows per chunk: about QB_CHUNK_BYTES of weights (L2), over which every
+ * token group passes before the next chunk */
+enum { QB_R = 4 };
+#define QB_CHUNK_BYTES 131072
+
+/* y[t * ldy + r] = lane t of v[r] for t < T */
+static inline void qb_store(const float *v, int R, int T, float *y, int64_t ldy)
+{
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++)
+            y[t * ldy + r] = v[TQ_Q8P_T * r + t];
+}
+
+#ifdef QDOT_VNNI
+/* R rows x the group's T <= 16 tokens, zmm lanes = tokens. The weight bytes (+ 128 for the
+ * signed formats) go through a 64-byte stack slot so each 4-byte group is one broadcast load. */
+static inline __attribute__((always_inline)) void qb_tile(int F, int R, const uint8_t *w,
+                                                          size_t row_bytes, int64_t nb,
+                                                          const tq_q8p *p, int T, float *y,
+                                                          int64_t ldy)
+{
+    const size_t bs = qb_bs(F);
+    const int hm = qb_has_min(F);
+    __m512 acc[QB_R], accm[QB_R];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const tq_q8p *pb = p + b;
+        const __m512i c = hm ? _mm512_setzero_si512() : _mm512_load_si512(pb->c);
+        const __m512 da = _mm512_load_ps(pb->d);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        {
+            const uint8_t *bb = w + (size_t)r * row_bytes + (size_t)b * bs;
+            __m256i u = QB_UP(F, bb);
+            if (!hm)
+                u = _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
+            int32_t ub[8] __attribute__((aligned(32)));
+            _mm256_store_si256((__m256i *)ub, u);
+            __m512i s0 = c, s1 = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int g = 0; g < 8; g += 2)
+            {
+                s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(ub[g]),
+                                         _mm512_load_si512(pb->qs[g]));
+                s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(ub[g + 1]),
+                                         _mm512_load_si512(pb->qs[g + 1]));
+            }
+            const __m512 pf = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            acc[r] = _mm512_fmadd_ps(pf, _mm512_mul_ps(_mm512_set1_ps(f16c(bb)), da), acc[r]);
+            if (hm)
+                accm[r] = _mm512_add_ps(
+                    accm[r], _mm512_mul_ps(_mm512_set1_ps(f16c(bb + 2)), _mm512_load_ps(pb->s)));
+        }
+    }
+    float v[QB_R * TQ_Q8P_T];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _mm512_storeu_ps(v + TQ_Q8P_T * r, _mm512_add_ps(acc[r], accm[r]));
+    qb_store(v, R, T, y, ldy);
+}
+#else
+/* AVX2: R rows x T <= 16 tokens as two ymm halves of 8. The int8 step per 4 elements:
+ * vpmaddubsw(|w|, sign(a, w)) (Q4_1/Q5_1: vpmaddubsw(w, a)), int16 pairs of at most
+ * 2 * |w|max * 127; summed in int16 over the block's 8 steps while that stays < 2^15 (Q4_0
+ * |w| <= 8: 16256, Q5_0 16: 32512, Q4_1 15: 30480; Q5_1 31: two sums of 4), per step in int32
+ * for Q8_0 and IQ4_NL (|w| <= 128), then vpmaddwd to the int32 P_b (exact either way). */
+static inline int qb_sum16(int F)
+{
+    return F == TQ_GGML_Q8_0 || F == TQ_FMT_IQ4_NL ? 0 : F == TQ_GGML_Q5_1 ? 4 : 8;
+}
+static inline __attribute__((always_inline)) void qb_tile(int F, int R, const uint8_t *w,
+                                                          size_t row_bytes, int64_t nb,
+                                                          const tq_q8p *p, int T, float *y,
+                                                          int64_t ldy)
+{
+    const size_t bs = qb_bs(F);
+    const int hm = qb_has_min(F);
+    const int s16 = qb_sum16(F);
+    const __m256i one = _mm256_set1_epi16(1);
+    float v[QB_R * TQ_Q8P_T];
+    for (int h = 0; h < (T > 8 ? 2 : 1); h++) {
+        __m256 acc[QB_R], accm[QB_R];
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const tq_q8p *pb = p + b;
+            const __m256 da = _mm256_load_ps(pb->d + 8 * h);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            {
+                const uint8_t *bb = w + (size_t)r * row_bytes + (size_t)b * bs;
+                const __m256i u = QB_UP(F, bb);
+                int32_t ub[8] __attribute__((aligned(32))), ua[8] __attribute__((aligned(32)));
+                _mm256_store_si256((__m256i *)ub, u);
+                if (!hm)
+                    _mm256_store_si256((__m256i *)ua, _mm256_abs_epi8(u));
+                __m256i P = _mm256_setzero_si256(), S = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)
+                {
+                    const __m256i ag = _mm256_load_si256((const __m256i *)(pb->qs[g] + 32 * h));
+                    const __m256i wb = _mm256_set1_epi32(ub[g]);
+                    const __m256i p16 =
+                        hm ? _mm256_maddubs_epi16(wb, ag)
+                           : _mm256_maddubs_epi16(_mm256_set1_epi32(ua[g]),
+                                                  _mm256_sign_epi8(ag, wb));
+                    if (s16 == 0) {
+                        P = _mm256_add_epi32(P, _mm256_madd_epi16(p16, one));
+                    } else {
+                        S = _mm256_add_epi16(S, p16);
+                        if ((g + 1) % s16 == 0) {
+                            P = _mm256_add_epi32(P, _mm256_madd_epi16(S, one));
+                            S = _mm256_setzero_si256();
+                        }
+                    }
+                }
+                const __m256 pf = _mm256_cvtepi32_ps(P);
+                acc[r] = _mm256_fmadd_ps(pf, _mm256_mul_ps(_mm256_set1_ps(f16c(bb)), da), acc[r]);
+                if (hm)
+                    accm[r] = _mm256_add_ps(accm[r], _mm256_mul_ps(_mm256_set1_ps(f16c(bb + 2)),
+                                                                   _mm256_load_ps(pb->s + 8 * h)));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            _mm256_storeu_ps(v + TQ_Q8P_T * r + 8 * h, _mm256_add_ps(acc[r], accm[r]));
+    }
+    qb_store(v, R, T, y, ldy);
+}
+#endif
+
+typedef void (*qb_tile_fn)(const uint8_t *w, size_t row_bytes, int64_t nb, const tq_q8p *p,
+                           int T, float *y, int64_t ldy);
+
+/* gemm_q8 of qdot.h: chunks of rows, every token group over a chunk, row tiles of QB_R (then
+ * 1). f[0]: the QB_R-row tile, f[1]: the 1-row tile. */
+static inline void qb_gemm(const qb_tile_fn *f, const void *w, size_t row_bytes, int64_t k,
+                           const void *act, int64_t n, float *y, int64_t ldy, int64_t r0,
+                           int64_t r1)
+{
+    const int64_t nb = k / TQ_QK;
+    int64_t chunk = (int64_t)(QB_CHUNK_BYTES / row_bytes) / QB_R * QB_R;
+    if (chunk < QB_R)
+        chunk = QB_R;
+    const tq_q8p *p = act;
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+        const int64_t re = rc + chunk < r1 ? rc + chunk : r1;
+        for (int64_t t = 0; t < n; t += TQ_Q8P_T) {
+            const int T = n - t < TQ_Q8P_T ? (int)(n - t) : TQ_Q8P_T;
+            const tq_q8p *pg = p + (t / TQ_Q8P_T) * nb;
+            int64_t r = rc;
+            for (; r + QB_R <= re; r += QB_R)
+                f[0]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pg, T,
+                     y + t * ldy + r, ldy);
+            for (; r < re; r++)
+                f[1]((const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nb, pg, T,
+                     y + t * ldy + r, ldy);
+        }
+    }
+}
+
+/* QB_FORMAT(F, name) -- mvq_<name> (qdot.h's mv_q8), dotq_<name> (dot_q8) and gemm_q8_<name> */
+#define QB_FORMAT(F, name)                                                                       \
+    static float dotq_##name(const void *w, const void *act, int64_t k)                          \
+    {                                                                                            \
+        return qb_row(F, w, act, k / TQ_QK);                                                     \
+    }                                                                                            \
+    static void mvq_##name(const void *w, size_t row_bytes, int64_t k, const void *act,          \
+                           int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)             \
+    {                                                                                            \
+        qb_mv(F, w, row_bytes, k, act, n, y, ldy, r0, r1);                                       \
+    }                                                                                            \
+    static void qbt_##name##_r(const uint8_t *w, size_t row_bytes, int64_t nb, const tq_q8p *p,  \
+                               int T, float *y, int64_t ldy)                                     \
+    {                                                                                            \
+        qb_tile(F, QB_R, w, row_bytes, nb, p, T, y, ldy);                                        \
+    }                                                                                            \
+    static void qbt_##name##_1(const uint8_t *w, size_t row_bytes, int64_t nb, const tq_q8p *p,  \
+                               int T, float *y, int64_t ldy)                                     \
+    {                                                                                            \
+        qb_tile(F, 1, w, row_bytes, nb, p, T, y, ldy);                                           \
+    }                                                                                            \
+    static void gemm_q8_##name(const void *w, size_t row_bytes, int64_t k, const void *act,      \
+                               int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)         \
+    {                                                                                            \
+        static const qb_tile_fn f[2] = {qbt_##name##_r, qbt_##name##_1};                         \
+        qb_gemm(f, w, row_bytes, k, act, n, y, ldy, r0, r1);                                     \
+    }
+
+#endif /* TQ_CPU_QDOT_Q8BLK_H */
