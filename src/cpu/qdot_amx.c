@@ -196,7 +196,7 @@ AI void float_blk(int F, int tw, int64_t b, const uint8_t *w0, __m512i ridx, __m
  * forward to vector loads, nor vector stores to tile loads): step b issues block b+1's tile
  * product, unpacks block b+2, stores block b's C and does block b-1's float part. */
 AI void run_rows(int F, int tw, const uint8_t *w, size_t rb, int64_t nb, const amx_blk *p,
-                 int64_t nt, float *y, int64_t ldy, int64_t r0, int64_t r1)
+                 int64_t nt, float *y, int64_t ldy, int64_t r0, int64_t r1, int pf)
 {
     _Alignas(64) int8_t abuf[3][512];
     _Alignas(64) int32_t cbuf[2][256];
@@ -214,7 +214,14 @@ AI void run_rows(int F, int tw, const uint8_t *w, size_t rb, int64_t nb, const a
         if (nb > 1)
             unpack_blk(F, 1, w0, rb, nr, abuf);
         tile_blk(F, 0, w0, rb, nr, p, abuf);
+        /* the next group's 16 rows are one contiguous run of 16 rb bytes: fetch per lines of it
+         * per step (prefetches never fault; only the first token group, later ones find the
+         * rows in cache) */
+        const char *nx = (const char *)(w0 + 16 * rb);
+        const int per = pf && r + 16 < r1 ? (int)((16 * rb + 64 * nb - 1) / (64 * nb)) : 0;
         for (int64_t b = 0; b < nb; b++) {
+            for (int j = 0; j < per; j++)
+                _mm_prefetch(nx + 64 * (b * per + j), _MM_HINT_T0);
             if (b + 1 < nb)
                 tile_blk(F, b + 1, w0, rb, nr, p, abuf);
             if (b + 2 < nb)
@@ -284,9 +291,9 @@ static inline __attribute__((always_inline)) void mm_amx(int F, const void *w, s
         if (!groups && stack)
             pack_act(act + t0 * nb, nb, nt, stack);
         if (tw == 16)
-            run_rows(F, 16, w, row_bytes, nb, p, nt, y + t0 * ldy, ldy, r0, r1);
+            run_rows(F, 16, w, row_bytes, nb, p, nt, y + t0 * ldy, ldy, r0, r1, t0 == 0);
         else
-            run_rows(F, 8, w, row_bytes, nb, p, nt, y + t0 * ldy, ldy, r0, r1);
+            run_rows(F, 8, w, row_bytes, nb, p, nt, y + t0 * ldy, ldy, r0, r1, t0 == 0);
     }
     _tile_release();
 }
