@@ -24,6 +24,7 @@
 #include "core/rng.h"
 #include "cpu/matvec.h"
 #include "cpu/qdot.h"
+#include "cpu/qdot_amx.h"
 #include "turboquant.h"
 
 enum { PATH_Q8, PATH_F32, PATH_BF16, PATH_GEMM };
@@ -117,8 +118,18 @@ int main(int argc, char **argv)
         reps = 1;
     static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
                                TQ_GGML_Q5_1, TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K};
-    const tq_qdot_kernels *isa[4];
-    const int n_isa = tq_qdot_all(isa, 4);
+    const tq_qdot_kernels *isa[5];
+    int n_isa = tq_qdot_all(isa, 4);
+    static tq_qdot_kernels amx; /* the AMX tiles (cpu/qdot_amx.h) over the AVX512-VNNI table */
+    if (tq_cpu_amx() && n_isa > 0 && tq_qdot_avx512()) {
+        amx = *tq_qdot_avx512();
+        amx.isa = "amx";
+        for (int t = 0; t < TQ_FMT_LIMIT; t++) {
+            amx.gemm_q8[t] = NULL;
+            amx.mv_q8[t] = tq_qdot_amx_mv(t);
+        }
+        isa[n_isa++] = &amx;
+    }
     const tq_mm_kernels *mms[8];
     const int n_mm = tq_mm_all(mms, 8);
     const tq_mm_kernels *mm = mms[0];

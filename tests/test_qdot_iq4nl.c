@@ -203,8 +203,9 @@ int main(int argc, char **argv)
               f->k.quant_act, "IQ4_NL row runs natively");
     printf("IQ4_NL kernels: %s, %s (best table: %s)\n", tq_qmm_kernel_name(f, 0, kn, sizeof(kn)),
            f ? f->k.isa_f32 : "-", t[nt - 1]->isa);
-    CHECK(f && (!strcmp(f->k.isa_q8, t[nt - 1]->isa) || tq_cpu_isa() < t[nt - 1]->level),
-          "the highest table is registered");
+    CHECK(f && (!strcmp(f->k.isa_q8, tq_cpu_amx() ? "amx-int8" : t[nt - 1]->isa) ||
+                tq_cpu_isa() < t[nt - 1]->level),
+          "the highest table (or the AMX tiles, cpu/qdot_amx.h) is registered");
     CHECK(tq_qdot_act_bytes(TQ_GGML_Q4_0, 64) == 2 * sizeof(tq_q8a), "q8a blocks");
     return t_done();
 }

@@ -206,15 +206,19 @@ AI void block_body(const float *q, int64_t ldq, int nq, int G, const void *K, co
         const void *Kg = (const unsigned char *)K + (size_t)t * hd * es;
         if (wide)
             widen_rows(Kg, rows, n_max - t < 8 ? n_max - t : 8, hd, buf);
-        for (int r = 0; r < nrow; r++) {
-            const int64_t n = n0 + r / G;
+        for (int i = 0; i < nq; i++) {
+            const int64_t n = n0 + i;
             if (t >= n)
                 continue;
             const int nk = n - t < 8 ? (int)(n - t) : 8;
-            if (wide)
-                scores8(QROW(q, r), buf, TQ_ATTN_F32, nk, hd, vs, sc + r * ldsc + t);
-            else
-                scores8(QROW(q, r), Kg, rows, nk, hd, vs, sc + r * ldsc + t);
+            for (int h = 0; h < G; h++) {
+                const float *qh = q + i * ldq + (int64_t)h * hd;
+                float *dst = sc + (int64_t)(i * G + h) * ldsc + t;
+                if (wide)
+                    scores8(qh, buf, TQ_ATTN_F32, nk, hd, vs, dst);
+                else
+                    scores8(qh, Kg, rows, nk, hd, vs, dst);
+            }
         }
     }
     /* 2. softmax weights and 1/sum per row (inv: the last slot of the row's scores) */
@@ -241,10 +245,14 @@ AI void block_body(const float *q, int64_t ldq, int nq, int G, const void *K, co
                 continue;
             const float *w0 = sc + r * ldsc, *w1 = sc + (r + two) * ldsc;
             float *a0 = OROW(out, r), *a1 = OROW(out, r + two);
-            if (wide)
-                pv_pair(buf, TQ_ATTN_F32, hd, t0, ea, eb, two, w0, w1, a0, a1);
+            if (wide && two)
+                pv_pair(buf, TQ_ATTN_F32, hd, t0, ea, eb, 1, w0, w1, a0, a1);
+            else if (wide)
+                pv_pair(buf, TQ_ATTN_F32, hd, t0, ea, eb, 0, w0, w1, a0, a1);
+            else if (two)
+                pv_pair(Vb, rows, hd, t0, ea, eb, 1, w0, w1, a0, a1);
             else
-                pv_pair(Vb, rows, hd, t0, ea, eb, two, w0, w1, a0, a1);
+                pv_pair(Vb, rows, hd, t0, ea, eb, 0, w0, w1, a0, a1);
         }
     }
     for (int r = 0; r < nrow; r++) {
@@ -261,19 +269,23 @@ void tq_attn_heads_avx2(const float *q, int G, const void *K, const void *V, tq_
     tq_attn_block_avx2(q, 0, 1, G, K, V, rows, n_keys, hd, scale, sc, ldsc, out, 0);
 }
 
+/* one instance per row storage, and head_dim 64 (SmolLM2) with constant offsets (except f16
+ * decode, nq = 1, which measured slower so: it keeps the general one) */
+#define BODY(R)                                                                                \
+    do {                                                                                       \
+        if (hd == 64 && (nq > 1 || R != TQ_ATTN_F16))                                          \
+            block_body(q, ldq, nq, G, K, V, R, n0, 64, scale, sc, ldsc, out, ldo);             \
+        else                                                                                   \
+            block_body(q, ldq, nq, G, K, V, R, n0, hd, scale, sc, ldsc, out, ldo);             \
+    } while (0)
+
 void tq_attn_block_avx2(const float *q, int64_t ldq, int nq, int G, const void *K, const void *V,
                         tq_attn_rows rows, int64_t n0, int hd, float scale, float *sc,
                         int64_t ldsc, float *out, int64_t ldo)
 {
     switch (rows) {
-    case TQ_ATTN_F16:
-        block_body(q, ldq, nq, G, K, V, TQ_ATTN_F16, n0, hd, scale, sc, ldsc, out, ldo);
-        break;
-    case TQ_ATTN_BF16:
-        block_body(q, ldq, nq, G, K, V, TQ_ATTN_BF16, n0, hd, scale, sc, ldsc, out, ldo);
-        break;
-    default:
-        block_body(q, ldq, nq, G, K, V, TQ_ATTN_F32, n0, hd, scale, sc, ldsc, out, ldo);
-        break;
+    case TQ_ATTN_F16: BODY(TQ_ATTN_F16); break;
+    case TQ_ATTN_BF16: BODY(TQ_ATTN_BF16); break;
+    default: BODY(TQ_ATTN_F32); break;
     }
 }

@@ -249,19 +249,21 @@ void tq_attn_block_avx512(const float *q, int64_t ldq, int nq, int G, const floa
     const __m512 sv = _mm512_set1_ps(scale);
     /* 1. scores: a group of 16 keys (in L1) against every row of the block */
     for (int64_t t = 0; t < n_max; t += 16)
-        for (int r = 0; r < nrow; r++) {
-            const int64_t n = n0 + r / G;
+        for (int i = 0; i < nq; i++) {
+            const int64_t n = n0 + i;
             if (t >= n)
                 continue;
-            const float *qr = q + (r / G) * ldq + (int64_t)(r % G) * hd;
-            float *s = sc + r * ldsc;
-            if (hd != 64) {
-                scores_gen(qr, K, t, t + 16 < n ? t + 16 : n, hd, scale, s);
-            } else if (t + 16 <= n) {
-                _mm512_storeu_ps(s + t, scores16_64(qr, K + t * 64, sv));
-            } else {
-                for (int64_t u = t; u < n; u++)
-                    s[u] = score1_64(qr, K + u * 64, scale);
+            for (int h = 0; h < G; h++) {
+                const float *qr = q + i * ldq + (int64_t)h * hd;
+                float *s = sc + (int64_t)(i * G + h) * ldsc;
+                if (hd != 64) {
+                    scores_gen(qr, K, t, t + 16 < n ? t + 16 : n, hd, scale, s);
+                } else if (t + 16 <= n) {
+                    _mm512_storeu_ps(s + t, scores16_64(qr, K + t * 64, sv));
+                } else {
+                    for (int64_t u = t; u < n; u++)
+                        s[u] = score1_64(qr, K + u * 64, scale);
+                }
             }
         }
     /* 2. per row: max, weights, 1/sum (the row kernel's functions) */
