@@ -298,6 +298,7 @@ static inline __attribute__((always_inline)) void qb_tile(int F, int R, const ui
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         {
             const uint8_t *bb = w + (size_t)r * row_bytes + (size_t)b * bs;
+            _mm_prefetch((const char *)bb + (size_t)QB_R * row_bytes, _MM_HINT_T0);
             __m256i u = QB_UP(F, bb);
             if (!hm)
                 u = _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
@@ -360,6 +361,8 @@ static inline __attribute__((always_inline)) void qb_tile(int F, int R, const ui
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
             {
                 const uint8_t *bb = w + (size_t)r * row_bytes + (size_t)b * bs;
+                if (h == 0)
+                    _mm_prefetch((const char *)bb + (size_t)QB_R * row_bytes, _MM_HINT_T0);
                 __m256i u = QB_UP(F, bb);
                 if (off)
                     u = _mm256_add_epi8(u, _mm256_set1_epi8((char)off));
