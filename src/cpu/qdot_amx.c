@@ -298,7 +298,7 @@ static inline __attribute__((always_inline)) void mm_amx(int F, const void *w, s
     _tile_release();
 }
 
-/* the AVX-512 VNNI kernel of the format (every AMX CPU has AVX512-VNNI): n = 1, long rows */
+/* the AVX-512 VNNI kernel of the format (every AMX CPU has AVX512-VNNI): n < TQ_AMX_MIN_N, long rows */
 static tq_qmv_q8_fn vnni_mv(int id)
 {
     if (id == TQ_FMT_IQ4_NL)
@@ -310,7 +310,7 @@ static tq_qmv_q8_fn vnni_mv(int id)
     static void mv_amx_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
                               int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)            \
     {                                                                                              \
-        if (n < 2 || k > TQ_AMX_MAXK || k % TQ_QK) {                                               \
+        if (n < TQ_AMX_MIN_N || k > TQ_AMX_MAXK || k % TQ_QK) {                                    \
             vnni_mv(FID)(w, row_bytes, k, act, n, y, ldy, r0, r1);                                 \
             return;                                                                                \
         }                                                                                          \
