@@ -14,8 +14,8 @@
  * tile product of block b+1 runs while the float part of block b does. Token groups of <= 8
  * tokens use 8-column tiles and two rows per zmm in the float part.
  *
- * Scope: gemm_q8 any n and k; mv_q8 k <= TQ_AMX_MAXK (the stack pack) and n >= 2, otherwise
- * the AVX-512 VNNI kernel (n = 1 is a memory-bound matvec), so it takes any k and n too.
+ * Scope: gemm_q8 any n and k; mv_q8 k <= TQ_AMX_MAXK (the stack pack) and n >= TQ_AMX_MIN_N,
+ * otherwise the AVX-512 VNNI kernel, so it takes any k and n too.
  *
  * Availability: tq_cpu_amx() (core/core.h: CPUID, XCR0, the Linux permission request, and the
  * caller's switch); tq_qdot_amx_register() installs the tiles only when it says yes. */
@@ -25,6 +25,10 @@
 #include "common/formats.h"
 
 #define TQ_AMX_MAXK 2048
+/* mv_q8 takes the tile from 3 tokens: at 2 the VNNI row kernel is faster (the tile's 8 columns
+ * and float part cost the same for 2 tokens as for 8; 1536x576 Q4_1, 1 thread: 48 vs 73 us),
+ * at 3 they are even in cache and AMX leads from DRAM, from 4 AMX leads */
+#define TQ_AMX_MIN_N 3
 
 /* tq_qdot_amx_built() -- 1 when this library was compiled with the AMX kernels. */
 int tq_qdot_amx_built(void);
@@ -37,7 +41,7 @@ tq_qmv_q8_fn tq_qdot_amx_mv(int id);
 tq_qmv_q8_fn tq_qdot_amx_gemm(int id);
 
 /* tq_qdot_amx_register() -- when tq_cpu_amx() and format id has an AMX tile: k->mv_q8 = the
- * tile (n = 1 and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = the tile over
+ * tile (n < TQ_AMX_MIN_N and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = the tile over
  * tq_q8p (qmatmul.c takes it from 8 tokens), k->isa_q8 = "amx-int8". Called from formats_cpu.c once per format, after the
  * ISA tables. */
 void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k);

@@ -277,6 +277,58 @@ static inline void qb_store(const float *v, int R, int T, float *y, int64_t ldy)
 }
 
 #ifdef QDOT_VNNI
+/* T <= 8 tokens (batched decode without AMX): qb_tile's steps on ymm, lanes 8h .. 8h + 7 of the
+ * group, so no vector work goes to 8 empty lanes. qdot_bench -n 8, 1 thread, thread CPU us, AMX
+ * off, the old per-lane 8-token tile / the zmm tile / this: 1536 x 576 Q8_0 112 / 134 / 86, Q4_0
+ * 116 / 131 / 88, Q4_1 122 / 140 / 102; 576 x 1536 Q8_0 105 / 234 / 95, Q4_0 115 / 219 / 92, Q4_1
+ * 119 / 276 / 115. For 16 tokens two of these lost to the zmm tile (n = 512: 6.3-7.8 vs 4.4-6.1
+ * ms). */
+static inline __attribute__((always_inline)) void qb_tile8(int F, int R, const uint8_t *w,
+                                                           size_t row_bytes, int64_t nb,
+                                                           const tq_q8p *p, int h, int T,
+                                                           float *y, int64_t ldy)
+{
+    const size_t bs = qb_bs(F);
+    const int hm = qb_has_min(F);
+    __m256 acc[QB_R], accm[QB_R];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const tq_q8p *pb = p + b;
+        const __m256i c =
+            hm ? _mm256_setzero_si256() : _mm256_load_si256((const __m256i *)(pb->c + 8 * h));
+        const __m256 da = _mm256_load_ps(pb->d + 8 * h);
+        __m256i av[8];
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) av[g] =
+            _mm256_load_si256((const __m256i *)(pb->qs[g] + 32 * h));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        {
+            const uint8_t *bb = w + (size_t)r * row_bytes + (size_t)b * bs;
+            _mm_prefetch((const char *)bb + (size_t)QB_R * row_bytes, _MM_HINT_T0);
+            __m256i u = QB_UP(F, bb);
+            if (!hm)
+                u = _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
+            __m256i s0 = c, s1 = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int g = 0; g < 8; g += 2)
+            {
+                s0 = _mm256_dpbusd_epi32(
+                    s0, _mm256_permutevar8x32_epi32(u, _mm256_set1_epi32(g)), av[g]);
+                s1 = _mm256_dpbusd_epi32(
+                    s1, _mm256_permutevar8x32_epi32(u, _mm256_set1_epi32(g + 1)), av[g + 1]);
+            }
+            const __m256 pf = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+            acc[r] = _mm256_fmadd_ps(pf, _mm256_mul_ps(_mm256_set1_ps(f16c(bb)), da), acc[r]);
+            if (hm)
+                accm[r] = _mm256_add_ps(
+                    accm[r],
+                    _mm256_mul_ps(_mm256_set1_ps(f16c(bb + 2)), _mm256_load_ps(pb->s + 8 * h)));
+        }
+    }
+    float v[QB_R * TQ_Q8P_T];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _mm256_storeu_ps(v + TQ_Q8P_T * r, _mm256_add_ps(acc[r], accm[r]));
+    qb_store(v, R, T, y + 8 * h * ldy, ldy);
+}
+
 /* R rows x the group's T <= 16 tokens, zmm lanes = tokens. Each 4 weight bytes (+ 128 for the
  * signed formats) are broadcast to the 16 lanes by vpermd (port 5, beside vpdpbusd's port 0;
  * through a stack slot and broadcast loads, store forwarding made the tile ~1.5x slower). */
@@ -285,6 +337,10 @@ static inline __attribute__((always_inline)) void qb_tile(int F, int R, const ui
                                                           const tq_q8p *p, int T, float *y,
                                                           int64_t ldy)
 {
+    if (T <= 8) {
+        qb_tile8(F, R, w, row_bytes, nb, p, 0, T, y, ldy);
+        return;
+    }
     const size_t bs = qb_bs(F);
     const int hm = qb_has_min(F);
     __m512 acc[QB_R], accm[QB_R];
@@ -329,7 +385,10 @@ static inline __attribute__((always_inline)) void qb_tile(int F, int R, const ui
  * P_b = the sum + c / 16 or c / 8, tq_q8p's c = -128 * sum(a): exact); int16 pairs of at most
  * 2 * 31 * 127, summed in int16 over 8 steps (max 15: 30480) or 4 (max 31: 31496) before
  * vpmaddwd. Q8_0 and IQ4_NL (|w| up to 128: w + 128 would saturate) take vpmaddubsw(|w|,
- * sign(a, w)) per step (pairs <= 32512) and vpmaddwd at once. Same bits either way (exact). */
+ * sign(a, w)) per step (pairs <= 32512) and vpmaddwd at once. Same bits either way (exact).
+ * The 4-byte weight groups are broadcast by vpermd (port 5; the sign/multiply work is on ports
+ * 0-1): through a stack slot and broadcast loads the tile was 1.07-1.24x slower (qdot_bench
+ * -n 512 1536 x 576, 1 thread: Q8_0 14330 -> 11600 us, Q4_0 9000 -> 8356, Q5_0 10620 -> 9755). */
 static inline int qb_off(int F)
 {
     return F == TQ_GGML_Q4_0 ? 8 : F == TQ_GGML_Q5_0 ? 16 : 0;
@@ -366,10 +425,7 @@ static inline __attribute__((always_inline)) void qb_tile(int F, int R, const ui
                 __m256i u = QB_UP(F, bb);
                 if (off)
                     u = _mm256_add_epi8(u, _mm256_set1_epi8((char)off));
-                int32_t ub[8] __attribute__((aligned(32))), ua[8] __attribute__((aligned(32)));
-                _mm256_store_si256((__m256i *)ub, u);
-                if (!uns)
-                    _mm256_store_si256((__m256i *)ua, _mm256_abs_epi8(u));
+                const __m256i ua = uns ? u : _mm256_abs_epi8(u);
                 __m256i P = off ? _mm256_srai_epi32(
                                       _mm256_load_si256((const __m256i *)(pb->c + 8 * h)),
                                       off == 8 ? 4 : 3)
@@ -378,10 +434,11 @@ static inline __attribute__((always_inline)) void qb_tile(int F, int R, const ui
                 _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)
                 {
                     const __m256i ag = _mm256_load_si256((const __m256i *)(pb->qs[g] + 32 * h));
-                    const __m256i wb = _mm256_set1_epi32(ub[g]);
+                    const __m256i sel = _mm256_set1_epi32(g);
+                    const __m256i wb = _mm256_permutevar8x32_epi32(u, sel);
                     const __m256i p16 =
                         uns ? _mm256_maddubs_epi16(wb, ag)
-                           : _mm256_maddubs_epi16(_mm256_set1_epi32(ua[g]),
+                           : _mm256_maddubs_epi16(_mm256_permutevar8x32_epi32(ua, sel),
                                                   _mm256_sign_epi8(ag, wb));
                     if (s16 == 0) {
                         P = _mm256_add_epi32(P, _mm256_madd_epi16(p16, one));
