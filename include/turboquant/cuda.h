@@ -155,7 +155,8 @@ TQ_API size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads);
  * dense F16 weights, and a
  * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
  * whole context, which equals the window only while n_ctx <= window). Batch 1; prefill runs in
- * chunks of up to 64 / group tokens. The model must outlive the session only during
+ * chunks of up to TQ_CUDA_PREFILL_CHUNK tokens (the attention in blocks of 64 / group queries).
+ * The model must outlive the session only during
  * tq_cuda_session_create(). */
 typedef struct tq_cuda_session tq_cuda_session;
 
@@ -227,7 +228,12 @@ typedef struct tq_cuda_session_opts {
     int prefill_qgemv;  /* 1: native (quantized) prefill products through the quantized GEMV
                            kernels (8 tokens per launch) instead of the default: the matrix
                            dequantized to bf16 + cuBLAS from 9 tokens on (for A/Bs)         */
+    int prefill_chunk;  /* tokens per forward call of a prefill, 1..TQ_CUDA_PREFILL_CHUNK
+                           (0: TQ_CUDA_PREFILL_CHUNK; capped by n_ctx; an f32 cache keeps
+                           its own); 64 / group was the size before 2026-12-03 (for A/Bs)   */
 } tq_cuda_session_opts;
+/* the default and largest prefill chunk of a GPU session (tokens per forward call) */
+#define TQ_CUDA_PREFILL_CHUNK 256
 /* tq_cuda_session_set_opts() -- set the options of later evals. */
 TQ_API tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o);
 /* tq_cuda_session_graph_stats() -- decode steps (1 token) run as one CUDA graph (*graph) and
