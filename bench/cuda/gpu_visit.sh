@@ -37,6 +37,8 @@
 #             host argmax, prefill chunk 256 vs 21 (--prefill-chunk), bf16 and native weights;
 #             tq generate --cuda (device sampler / --host-sampler) vs the CPU engine, greedy,
 #             with and without the repetition penalty: texts and tok/s
+#   fwdncu    (needs the model) ncu kernel durations of the first decode steps (no graph, depth
+#             0), bf16 vs native weights: time per kernel name summed, the step's total
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -365,6 +367,33 @@ PY
             cmp -s $w/gen_gpu_$pen.txt $w/gen_cpu_$pen.txt && echo "pen $pen: GPU text == CPU text" || {
                 echo "pen $pen: GPU text differs from the CPU's; common prefix $(cmp $w/gen_gpu_$pen.txt $w/gen_cpu_$pen.txt | awk '{print $5}') bytes"; }
             head -c 300 $w/gen_gpu_$pen.txt; echo
+        done
+        pack
+        ;;
+    fwdncu)
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        for wt in bf16 native; do
+            timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-count ${NCU_N:-250} \
+                $TQ bench --cuda -m "$model" --weights $wt --kv bf16 --depths 0 --decode 1 --no-graph \
+                > $w/fwdncu_$wt.csv 2> $w/fwdncu_$wt.err; echo "ncu forward decode ($wt) rc=$?"
+            python3 - $w/fwdncu_$wt.csv <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    sys.exit("no ncu rows")
+h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value"); ui = h.index("Metric Unit")
+t = collections.OrderedDict(); n = collections.Counter(); tot = 0.0
+for r in rows[1:]:
+    try:
+        v = float(r[vi].replace(",", ""))
+    except ValueError:
+        continue
+    v = v / 1000.0 if r[ui] == "nsecond" else v if r[ui] == "usecond" else v * 1000.0
+    k = r[ki].split("(")[0][:60]; t[k] = t.get(k, 0.0) + v; n[k] += 1; tot += v
+print(f"  {sum(n.values())} kernels, {tot:.1f} us of GPU time")
+for k, v in sorted(t.items(), key=lambda kv: -kv[1])[:12]:
+    print(f"  {v:9.1f} us  {n[k]:4d}x  {v / n[k]:7.2f} us  {k}")
+PY
         done
         pack
         ;;
