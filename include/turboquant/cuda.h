@@ -218,6 +218,11 @@ TQ_API tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **
 TQ_API tq_status tq_generator_create_cuda(tq_model *model, tq_cuda_session *session,
                                           const tq_tokenizer *tok, const tq_gen_opts *opts,
                                           tq_generator **out);
+/* tq_cuda_session_debug_kv() -- for tests: after an eval, device pointers to the K and V rows
+ * the LAST layer appended for the last forward call's tokens (n_kv_heads * head_dim fp32 per
+ * token, after norms and RoPE: the input of the device cache's encoder; overwritten by the next
+ * eval). */
+TQ_API tq_status tq_cuda_session_debug_kv(tq_cuda_session *s, const float **k, const float **v);
 /* Options of a GPU session (zero-initialised = the defaults). */
 typedef struct tq_cuda_session_opts {
     tq_cuda_kv_opts kv; /* every layer's attend calls                                      */

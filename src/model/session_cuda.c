@@ -745,3 +745,15 @@ tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, con
         *att_last = s->rs.att;
     return TQ_OK;
 }
+
+tq_status tq_cuda_session_debug_kv(tq_cuda_session *s, const float **k, const float **v)
+{
+    if (!s || !k || !v)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_debug_kv: NULL %s", !s ? "session" : "output");
+    tq_status st = tqc_be_sync(s->be);
+    if (st)
+        return st;
+    *k = s->rs.k;
+    *v = s->rs.v;
+    return TQ_OK;
+}
