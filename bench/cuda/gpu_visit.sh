@@ -388,7 +388,7 @@ for r in rows[1:]:
         v = float(r[vi].replace(",", ""))
     except ValueError:
         continue
-    v = v / 1000.0 if r[ui] == "nsecond" else v if r[ui] == "usecond" else v * 1000.0
+    v = v / 1000.0 if r[ui] in ("ns", "nsecond") else v if r[ui] in ("us", "usecond") else v * 1000.0
     k = r[ki].split("(")[0][:60]; t[k] = t.get(k, 0.0) + v; n[k] += 1; tot += v
 print(f"  {sum(n.values())} kernels, {tot:.1f} us of GPU time")
 for k, v in sorted(t.items(), key=lambda kv: -kv[1])[:12]:
