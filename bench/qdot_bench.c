@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         amx = *tq_qdot_avx512();
         amx.isa = "amx";
         for (int t = 0; t < TQ_FMT_LIMIT; t++) {
-            amx.gemm_q8[t] = NULL;
+            amx.gemm_q8[t] = tq_qdot_amx_gemm(t); /* its q8p row: over the packed groups */
             amx.mv_q8[t] = tq_qdot_amx_mv(t);
         }
         isa[n_isa++] = &amx;

@@ -4,6 +4,7 @@
  *     tq_iq4nl_scalar()), for n = 1..20, 23, 33 tokens (8- and 16-column tiles, padded token
  *     groups, several groups), k = 32 .. 2048 and one k above TQ_AMX_MAXK (the fallback), rows
  *     [r0, r1) with odd counts and a tail group; nothing written outside those rows and tokens;
+ *     gemm_q8 over 600 rows x 37 tokens too (several row chunks and token groups);
  *  2. the format table: with tq_cpu_amx(), the 32-formats' q8 kernel is named "amx-int8".
  * SKIPS (exit 77) with the reason when the library was built without AMX or this CPU/OS does not
  * grant it (CI machines need not have AMX). */
@@ -177,6 +178,38 @@ static void check_format(const fmt *f)
            bad_ref ? "NO" : "yes", bad_lib ? "NO" : "yes");
 }
 
+/* gemm_q8 over more rows than one chunk of the packed path (256 rows) and several token groups */
+static void check_chunks(const fmt *f)
+{
+    enum { R = 600, NB = 3, N = 37 };
+    const int64_t k = 32 * NB;
+    const size_t rb = (size_t)NB * (size_t)f->bytes;
+    uint8_t *w = malloc(R * rb);
+    float *x = malloc(sizeof(float) * N * k), *y0 = malloc(sizeof(float) * N * R);
+    float *y1 = malloc(sizeof(float) * N * R);
+    tq_q8a *a = malloc(sizeof(tq_q8a) * N * NB);
+    tq_q8p *pk = aligned_alloc(64, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, N));
+    if (!w || !x || !y0 || !y1 || !a || !pk) {
+        CHECK(0, "out of memory");
+        return;
+    }
+    rand_blocks(f->id, f->bytes, w, (int64_t)R * NB);
+    for (int64_t i = 0; i < N * k; i++)
+        x[i] = (float)tq_rng_normal(&rng);
+    memset(pk, 0, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, N));
+    for (int t = 0; t < N; t++) {
+        tq_qdot_scalar()->quant_q8a(x + t * k, a + t * NB, k);
+        tq_q8p_pack(a + t * NB, NB, pk + (t / TQ_Q8P_T) * NB, t % TQ_Q8P_T);
+    }
+    for (int i = 0; i < N * R; i++)
+        y0[i] = y1[i] = -7.0f;
+    scalar_mv(f->id)(w, rb, k, a, N, y0, R, 5, R - 3);
+    tq_qdot_amx_gemm(f->id)(w, rb, k, pk, N, y1, R, 5, R - 3);
+    CHECK_MEMEQ(y0, y1, sizeof(float) * N * R, "%s: gemm_q8 over %d rows x %d tokens", f->name, R,
+                N);
+    free(w), free(x), free(y0), free(y1), free(a), free(pk);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_qdot_amx");
@@ -186,8 +219,10 @@ int main(int argc, char **argv)
     if (!tq_cpu_amx())
         return t_skip("this CPU/OS does not run AMX int8 (CPUID, XCR0 or the Linux permission; "
                       "TQ_LOG=info says which)");
-    for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++)
+    for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
         check_format(&fmts[i]);
+        check_chunks(&fmts[i]);
+    }
     for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
         const tq_format *f = tq_cpu_format(fmts[i].id);
         CHECK(f && f->k.isa_q8 && !strcmp(f->k.isa_q8, "amx-int8"),
