@@ -2,6 +2,7 @@
  *
  *   build/release/tests/batch_bench -m MODEL [-t THREADS] [-k 1,2,4,8] [-s STEPS] [-r ROUNDS]
  *                                   [-p PROMPT] [--kv SCHEME] [--weights native|bf16]
+ *                                   [--amx 0|1]
  *
  * Creates max(k) sessions, prefills each with a PROMPT-token prompt (default 64; different
  * tokens per session), then per round and per k (interleaved: round 1 k=1,2,4,8, round 2 ...)
@@ -10,7 +11,9 @@
  * rounds (default 5) of the time per step (wall, and process CPU time / threads: the latter
  * leaves out waiting for a core on a loaded machine), the aggregate tok/s and its ratio to
  * k = 1. This is the decode-only step of scripts/serve/proof.sh without HTTP, sampling or
- * scheduling (the 3x target of issue 15: 8-sequence step <= 8/3 of the 1-sequence step). */
+ * scheduling (the 3x target of issue 15: 8-sequence step <= 8/3 of the 1-sequence step).
+ * --amx 0: the q8 matmuls without the AMX tiles (tq_cpu_set_amx(0), as TQ_CPU=avx512vnni); the
+ * header says which kernels ran. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +48,7 @@ static int argmax(const float *x, int n)
 static int usage(void)
 {
     fprintf(stderr, "usage: batch_bench -m MODEL [-t THREADS] [-k 1,2,4,8] [-s STEPS] "
-                    "[-r ROUNDS] [-p PROMPT] [--kv SCHEME] [--weights native|bf16]\n");
+                    "[-r ROUNDS] [-p PROMPT] [--kv SCHEME] [--weights native|bf16] [--amx 0|1]\n");
     return 2;
 }
 
@@ -73,6 +76,8 @@ int main(int argc, char **argv)
             kv = v;
         else if (!strcmp(f, "--weights"))
             wts = v;
+        else if (!strcmp(f, "--amx"))
+            tq_cpu_set_amx(atoi(v) != 0);
         else
             return usage();
         i++;

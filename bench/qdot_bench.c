@@ -24,6 +24,7 @@
 #include "core/rng.h"
 #include "cpu/matvec.h"
 #include "cpu/qdot.h"
+#include "cpu/qdot_amx.h"
 #include "turboquant.h"
 
 enum { PATH_Q8, PATH_F32, PATH_BF16, PATH_GEMM };
@@ -39,7 +40,7 @@ typedef struct job {
     const float *x;
     const void *a;
     float *y;
-    void *p; /* tq_q8p pairs of the n tokens (PATH_GEMM) */
+    void *p; /* tq_q8p groups of the n tokens (PATH_GEMM) */
 } job;
 
 static void run_job(void *ctx, int ith, int nth)
@@ -117,8 +118,18 @@ int main(int argc, char **argv)
         reps = 1;
     static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
                                TQ_GGML_Q5_1, TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K};
-    const tq_qdot_kernels *isa[4];
-    const int n_isa = tq_qdot_all(isa, 4);
+    const tq_qdot_kernels *isa[5];
+    int n_isa = tq_qdot_all(isa, 4);
+    static tq_qdot_kernels amx; /* the AMX tiles (cpu/qdot_amx.h) over the AVX512-VNNI table */
+    if (tq_cpu_amx() && n_isa > 0 && tq_qdot_avx512()) {
+        amx = *tq_qdot_avx512();
+        amx.isa = "amx";
+        for (int t = 0; t < TQ_FMT_LIMIT; t++) {
+            amx.gemm_q8[t] = tq_qdot_amx_gemm(t); /* its q8p row: over the packed groups */
+            amx.mv_q8[t] = tq_qdot_amx_mv(t);
+        }
+        isa[n_isa++] = &amx;
+    }
     const tq_mm_kernels *mms[8];
     const int n_mm = tq_mm_all(mms, 8);
     const tq_mm_kernels *mm = mms[0];
@@ -136,7 +147,7 @@ int main(int argc, char **argv)
         float *x = malloc(sizeof(float) * k * ntok);
         float *y = malloc(sizeof(float) * m * ntok);
         void *a = malloc(sizeof(tq_q8k) * (k / 32) * ntok); /* room for either activation */
-        void *pk = aligned_alloc(64, (sizeof(tq_q8p) * (size_t)tq_q8p_pairs(k) * ntok + 63) / 64 * 64);
+        void *pk = aligned_alloc(64, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, ntok));
         uint16_t *wb = malloc(sizeof(uint16_t) * m * k);
         if (!x || !y || !a || !wb)
             return 1;
@@ -191,7 +202,8 @@ int main(int argc, char **argv)
                         if (cfg[c].path == PATH_GEMM)
                             for (int64_t q = 0; q < ntok; q++)
                                 tq_q8p_pack((const tq_q8a *)a + q * (k / 32), k / 32,
-                                            (tq_q8p *)pk + q * tq_q8p_pairs(k));
+                                            (tq_q8p *)pk + q / TQ_Q8P_T * (k / 32),
+                                            (int)(q % TQ_Q8P_T));
                         tq_pool_run(pool, run_job, &cfg[c]);
                         const uint64_t c1 = cpu_ns();
                         const uint64_t t1 = tq_now_ns();

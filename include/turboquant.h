@@ -94,6 +94,16 @@ TQ_API tq_status tq_cpu_select(tq_isa isa);
 /* tq_cpu_supports() -- 1 if this CPU (and OS) can run kernels of that level. */
 TQ_API int tq_cpu_supports(tq_isa isa);
 TQ_API const char *tq_isa_name(tq_isa isa);
+/* tq_cpu_amx() -- 1 if the q8 matmuls of the 32-element formats run on AMX int8 tiles: the level
+ * in use is avx512, the CPU reports AMX-TILE and AMX-INT8, the OS saves the tile state, Linux
+ * granted the permission (arch_prctl ARCH_REQ_XCOMP_PERM, requested once, on the first call),
+ * the library was built with AMX, and tq_cpu_set_amx() did not turn it off. The decision is
+ * logged once (info). Same results either way (bit for bit). */
+TQ_API int tq_cpu_amx(void);
+/* tq_cpu_set_amx() -- allow (1, the default) or forbid (0) the AMX tiles; process-wide, call it
+ * at start (with tq_cpu_select(), before any model is loaded). The tq tool maps TQ_CPU=avx512vnni
+ * (and --cpu avx512vnni) to avx512 without AMX. */
+TQ_API void tq_cpu_set_amx(int allow);
 
 /* ---- log ------------------------------------------------------------------------------------ */
 /* Messages the library prints to stderr ("tq: warning: ..."), by level. */

@@ -5,6 +5,8 @@
 tq_test(test_qdot LABELS fast TIMEOUT 900)
 # The gated activations (cpu/act.h): vector == scalar bit for bit; scalar vs float64 GELU/SiLU.
 tq_test(test_act LABELS fast)
+# The AMX int8 tiles (cpu/qdot_amx.h) == the per-block q8 spec bit for bit; skips without AMX.
+tq_test(test_qdot_amx LABELS fast)
 add_executable(qdot_bench ${PROJECT_SOURCE_DIR}/bench/qdot_bench.c)
 target_include_directories(qdot_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_definitions(qdot_bench PRIVATE _GNU_SOURCE)
@@ -21,9 +23,7 @@ target_compile_options(batch_bench PRIVATE -Wall -Wextra)
 target_link_libraries(batch_bench PRIVATE turboquant)
 # Does AMX int8 work here, and a per-block-spec prototype of the 8-token tile on it
 # (bench/amx_probe.c; an executable only, x86-64 compilers that know -mamx-int8).
-include(CheckCCompilerFlag)
-check_c_compiler_flag("-mamx-tile -mamx-int8" TQ_CC_HAS_AMX)
-if(TQ_CC_HAS_AMX AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+if(TQ_AMX)
     add_executable(amx_probe ${PROJECT_SOURCE_DIR}/bench/amx_probe.c)
     target_compile_options(amx_probe PRIVATE -Wall -Wextra -mamx-tile -mamx-int8 -mavx512f
                            -mavx512bw -mavx512vl -mf16c -mfma)

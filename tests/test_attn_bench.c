@@ -4,14 +4,18 @@
  * thread's CPU time (a shared machine disturbs it less than wall time), best of several runs.
  * The cache is filled with uniform random rows through its own append(). Asserts only that the
  * outputs are finite; the numbers are for docs/results.md ("Attention on AVX2").
- * Usage: test_attn_bench [decode_reps] [max_depth]. */
+ * Usage: test_attn_bench [decode_reps] [max_depth] [--cpu ISA] [--shape NH,NKV,HD]
+ * (--shape 4,1,256: Gemma 3 270M). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/rng.h"
 #include "model/kvcache_turbo.h"
 #include "t.h"
+#include "t_cpu.h"
 
 static double cpu_s(void)
 {
@@ -23,11 +27,21 @@ static double cpu_s(void)
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_attn_bench");
+    const int cpu = t_cpu_args(argc, argv);
+    if (cpu)
+        return cpu;
     const int reps = argc > 1 && argv[1][0] != '-' ? atoi(argv[1]) : 20;
     const int max_depth = argc > 2 ? atoi(argv[2]) : 8192;
     static const char *schemes[] = {"bf16", "f16", "kv8", "turbo", "turbo:k4v3"};
     static const int depths[] = {1024, 4096, 8192};
-    const int nh = 9, nkv = 3, hd = 64;
+    int nh = 9, nkv = 3, hd = 64;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--shape") &&
+            (sscanf(argv[i + 1], "%d,%d,%d", &nh, &nkv, &hd) != 3 || nh < 1 || nkv < 1 ||
+             nh % nkv || hd < 8 || hd % 8)) {
+            printf("FAIL: --shape NH,NKV,HD (NH a multiple of NKV, HD of 8)\n");
+            return 2;
+        }
     tq_rng r;
     tq_rng_seed(&r, t_seed);
     printf("isa %s; one layer, heads %d/%d, head_dim %d, 1 thread, thread CPU time, best of 5\n",

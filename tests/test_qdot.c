@@ -6,9 +6,11 @@
  *  3. the q8 activation: |x - d qs| <= d/2 per element, and the q8 path within its stated bound
  *     of the f32 path: sum over blocks of (d_a/2) * sum |w_j| (+ the rounding bound);
  *  4. a matvec over rows [r0, r1) of n tokens equals the per-token dot bit for bit, and writes
- *     nothing outside its rows: n = 1..9, 11, 16, 17, 19 (GEMM tiles of 4 tokens, leftovers,
- *     the AVX512-VNNI 32-format tile from 2 on), rows
- *     3..35 (row tiles of 4 and leftovers), odd and even block counts. */
+ *     nothing outside its rows: n = 1..9, 11, 16, 17, 19, 20, 23 (the K formats' token tiles and
+ *     leftovers), rows 3..35 (row tiles of 4 and leftovers), odd and even block counts; so do
+ *     the gemm_q8 tiles over tq_q8p groups of 16 tokens (n = 1 .. 23: one and two groups);
+ *  5. the q8 order of the 32-formats is the per-block one of qdot.h (test_spec_order: rows on
+ *     which the old per-lane order gives other bits). */
 #include <float.h>
 
 #include "core/half.h"
@@ -307,14 +309,19 @@ static void test_matvec(int t, int64_t k)
         }
     }
     /* the prefill tiles over packed activations (gemm_q8): the dot's bits for any n */
-    const int64_t nb = k / TQ_QK, np = tq_q8p_pairs(k);
-    tq_q8p *pk = tq_qdot_act_block(t) == TQ_QK ? malloc(sizeof(tq_q8p) * np * n) : NULL;
+    const int64_t nb = k / TQ_QK;
+    tq_q8p *pk = tq_qdot_act_block(t) == TQ_QK
+                     ? aligned_alloc(64, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, n))
+                     : NULL;
+    if (pk)
+        memset(pk, 0, sizeof(tq_q8p) * (size_t)tq_q8p_count(k, n));
     for (int64_t tok = 0; pk && tok < n; tok++)
-        tq_q8p_pack((const tq_q8a *)(const void *)(a + tok * ab), nb, pk + tok * np);
+        tq_q8p_pack((const tq_q8a *)(const void *)(a + tok * ab), nb,
+                    pk + (tok / TQ_Q8P_T) * nb, (int)(tok % TQ_Q8P_T));
     for (int i = 0; pk && i < isa_count; i++) {
         if (!isa[i]->gemm_q8[t])
             continue;
-        static const int64_t gn[] = {1, 2, 5, 6, 7, 11, 12, 13, 16, 17, 19};
+        static const int64_t gn[] = {1, 2, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 19, 23};
         for (size_t ni = 0; ni < sizeof(gn) / sizeof(gn[0]); ni++) {
             const int64_t nn = gn[ni], r0 = 3, r1 = m - 1;
             for (int64_t j = 0; j < ldy * n; j++)
@@ -344,6 +351,87 @@ static void test_matvec(int t, int64_t k)
     free(y);
 }
 
+/* The q8 order is pinned (qdot.h, since session 24: per block, one chain): random Q4_1 rows
+ * (a min term) and Q8_0 rows, each with this test's own formula of the per-block order and of
+ * the old per-lane one (acc[b & 1][l], 16 chains); every table must give the per-block bits,
+ * and the two orders must differ on some rows (else this test could not fail under the old
+ * one). */
+static float spec_block(const int8_t *wq, const float *dw, const float *mw, const tq_q8a *a,
+                        int nb)
+{
+    float acc = 0.0f, accm = 0.0f;
+    for (int b = 0; b < nb; b++) {
+        int32_t p = 0;
+        for (int j = 0; j < 32; j++)
+            p += wq[32 * b + j] * a[b].qs[j];
+        acc = fmaf((float)p, dw[b] * a[b].d, acc);
+        accm = accm + mw[b] * a[b].s;
+    }
+    return acc + accm;
+}
+
+static float spec_lane(const int8_t *wq, const float *dw, const float *mw, const tq_q8a *a,
+                       int nb)
+{
+    float acc[2][8] = {{0}}, accm = 0.0f, v[8];
+    for (int b = 0; b < nb; b++)
+        for (int l = 0; l < 8; l++) {
+            int32_t p = 0;
+            for (int e = 0; e < 4; e++)
+                p += wq[32 * b + 4 * l + e] * a[b].qs[4 * l + e];
+            acc[b & 1][l] = fmaf((float)p, dw[b] * a[b].d, acc[b & 1][l]);
+        }
+    for (int b = 0; b < nb; b++)
+        accm = accm + mw[b] * a[b].s;
+    for (int l = 0; l < 8; l++)
+        v[l] = acc[0][l] + acc[1][l];
+    return tq_qdot_h8(v) + accm;
+}
+
+static void test_spec_order(void)
+{
+    enum { NB = 10, K = 32 * NB, ROWS = 200 };
+    const int types[2] = {TQ_GGML_Q8_0, TQ_GGML_Q4_1};
+    for (int ti = 0; ti < 2; ti++) {
+        const int t = types[ti];
+        const size_t bs = tq_ggml_type_size(t);
+        uint8_t w[NB * 34];
+        float x[K], dw[NB], mw[NB];
+        int8_t wq[K];
+        tq_q8a a[NB];
+        int differ = 0, bad = 0;
+        for (int r = 0; r < ROWS; r++) {
+            rand_blocks(t, w, 1, K);
+            rand_x(x, K);
+            isa[0]->quant[t](x, a, K);
+            for (int b = 0; b < NB; b++) {
+                const uint8_t *blk = w + (size_t)b * bs;
+                dw[b] = tq_f16_to_f32(tq_rd16(blk));
+                mw[b] = t == TQ_GGML_Q4_1 ? tq_f16_to_f32(tq_rd16(blk + 2)) : 0.0f;
+                for (int j = 0; j < 32; j++)
+                    wq[32 * b + j] = t == TQ_GGML_Q8_0 ? (int8_t)blk[2 + j]
+                                     : (int8_t)(j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4);
+            }
+            const float want = spec_block(wq, dw, mw, a, NB);
+            const float old = spec_lane(wq, dw, mw, a, NB);
+            differ += memcmp(&want, &old, 4) != 0;
+            for (int i = 0; i < isa_count; i++) {
+                if (!isa[i]->dot_q8[t])
+                    continue;
+                const float got = isa[i]->dot_q8[t](w, a, K);
+                float y = -1.0f;
+                isa[i]->mv_q8[t](w, bs * NB, K, a, 1, &y, 1, 0, 1);
+                bad += memcmp(&got, &want, 4) != 0 || memcmp(&y, &want, 4) != 0;
+            }
+        }
+        printf("  spec order %s: %d of %d rows differ between the per-block and per-lane orders; "
+               "%d results off the per-block one\n", tq_ggml_type_name(t), differ, ROWS, bad);
+        CHECK(differ > 0, "%s: the two orders never differ: the test cannot pin the order",
+              tq_ggml_type_name(t));
+        CHECK(bad == 0, "%s: %d results are not the per-block order's", tq_ggml_type_name(t), bad);
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_qdot");
@@ -355,6 +443,7 @@ int main(int argc, char **argv)
     printf("%s\n", isa_count < 2 ? " (no vector table on this CPU: only the oracle runs)" : "");
     CHECK(!strcmp(isa[0]->isa, "scalar"), "first table is %s", isa[0]->isa);
     test_quantizer();
+    test_spec_order();
     static const int64_t ks[] = {32, 64, 96, 32 * 7, 576, 1536, 4096};
     static const int64_t kks[] = {256, 512, 768, 1536, 4096};
     for (int f = 0; f < NFMT; f++) {

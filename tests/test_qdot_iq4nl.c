@@ -88,14 +88,15 @@ static void check_isa(const tq_iq4nl_kernels *ref, const tq_iq4nl_kernels *t)
                 n_checked++;
             }
         }
-        /* the prefill tile over packed activations: the dot's bits for any n (and a planted
-         * one-lane change of the packing must show) */
+        /* the prefill tile over packed activations (16 tokens a group): the dot's bits for
+         * any n */
         if (t->gemm_q8) {
-            static tq_q8p p[MAXN * (MAXK / 32 + 1) / 2];
-            const int64_t np = tq_q8p_pairs(k);
+            static tq_q8p p[(MAXN + TQ_Q8P_T - 1) / TQ_Q8P_T * (MAXK / 32)]
+                __attribute__((aligned(64)));
+            memset(p, 0, sizeof(p));
             for (int tk = 0; tk < MAXN; tk++)
-                tq_q8p_pack(a + tk * kb, kb, p + tk * np);
-            static const int gn[] = {1, 2, 5, 6, 7, 11, 12, 13};
+                tq_q8p_pack(a + tk * kb, kb, p + (tk / TQ_Q8P_T) * kb, tk % TQ_Q8P_T);
+            static const int gn[] = {1, 2, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 23};
             for (size_t ni = 0; ni < sizeof(gn) / sizeof(gn[0]); ni++) {
                 const int n = gn[ni];
                 const int64_t r0 = (int64_t)(tq_rng_u64(&rng) % 5);
@@ -202,8 +203,9 @@ int main(int argc, char **argv)
               f->k.quant_act, "IQ4_NL row runs natively");
     printf("IQ4_NL kernels: %s, %s (best table: %s)\n", tq_qmm_kernel_name(f, 0, kn, sizeof(kn)),
            f ? f->k.isa_f32 : "-", t[nt - 1]->isa);
-    CHECK(f && (!strcmp(f->k.isa_q8, t[nt - 1]->isa) || tq_cpu_isa() < t[nt - 1]->level),
-          "the highest table is registered");
+    CHECK(f && (!strcmp(f->k.isa_q8, tq_cpu_amx() ? "amx-int8" : t[nt - 1]->isa) ||
+                tq_cpu_isa() < t[nt - 1]->level),
+          "the highest table (or the AMX tiles, cpu/qdot_amx.h) is registered");
     CHECK(tq_qdot_act_bytes(TQ_GGML_Q4_0, 64) == 2 * sizeof(tq_q8a), "q8a blocks");
     return t_done();
 }

@@ -3,10 +3,12 @@
  * against a brute-force sort in this file), temperature-scaled frequencies match the softmax,
  * the repetition penalty and its window, presence/frequency penalties (hand-computed logits),
  * tq_logprobs (log-softmax and top list vs a double-precision computation here), seeds, bad
- * parameters, and no allocation per token. */
+ * parameters, and no allocation per token. The vector argmax kernels (cpu/argmax.h) equal the
+ * scalar reference on rows with NaN, +-inf, FLT_MAX, ties and every length 0..80 plus 49152. */
 #include <float.h>
 
 #include "core/rng.h"
+#include "cpu/argmax.h"
 #include "t.h"
 #include "turboquant.h"
 
@@ -127,6 +129,39 @@ int main(int argc, char **argv)
         int32_t tok = 7;
         CHECK(tq_sampler_sample(s, l, &tok) == TQ_E_ARG && tok == 7, "greedy: no finite logit");
         tq_sampler_free(s);
+    }
+
+    /* the argmax kernels (cpu/argmax.h) against the scalar reference, every ISA this CPU runs */
+    {
+        enum { V = 49152 };
+        static float l[V];
+        static const float special[] = {NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 0.0f, -0.0f};
+        int bad = 0, checked = 0;
+        for (int isa = TQ_ISA_AVX2; isa < TQ_ISA_COUNT; isa++) {
+            const tq_argmax_fn f = tq_argmax_kernel((tq_isa)isa);
+            if (f == tq_argmax_ref || !tq_cpu_supports((tq_isa)isa))
+                continue;
+            for (int it = 0; it < 3000; it++) {
+                const int n = it < 2900 ? it % 81 : V;
+                for (int i = 0; i < n; i++) {
+                    const uint64_t u = tq_rng_u64(&r);
+                    l[i] = (float)(u % 7); /* few distinct values: many ties */
+                    if (it % 4 == 1)
+                        l[i] = tq_rng_normal(&r);
+                    if (it % 4 >= 2 && u % 5 == 0)
+                        l[i] = special[(u >> 8) % 7];
+                    if (it % 8 == 7)
+                        l[i] = u % 3 ? NAN : -INFINITY; /* mostly no finite value */
+                }
+                const int64_t a = tq_argmax_ref(l, n), b = f(l, n);
+                if (a != b && bad++ < 3)
+                    fprintf(stderr, "argmax %s n %d: %lld, scalar %lld\n",
+                            tq_isa_name((tq_isa)isa), n, (long long)b, (long long)a);
+                checked++;
+            }
+        }
+        CHECK(bad == 0, "vector argmax differs from the scalar in %d of %d rows", bad, checked);
+        CHECK(tq_argmax_ref(l, 0) == -1, "argmax of no values");
     }
 
     /* a known small distribution with shuffled ids: p = .4 .3 .15 .1 .05 */

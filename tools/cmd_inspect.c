@@ -212,8 +212,8 @@ int cmd_inspect(int argc, char **argv)
             return fprintf(stderr, "tq inspect: one PATH only ('%s' is extra)\n", argv[i]), 2;
     }
     if (cpu) {
-        printf("cpu kernels in use: %s (TQ_CPU=scalar|avx2|avx512 lowers it)\nsupported:",
-               tq_isa_name(tq_cpu_isa()));
+        printf("cpu kernels in use: %s%s (TQ_CPU=scalar|avx2|avx512|avx512vnni lowers it)\n"
+               "supported:", tq_isa_name(tq_cpu_isa()), tq_cpu_amx() ? " + amx-int8" : "");
         for (int i = 0; i < TQ_ISA_COUNT; i++)
             if (tq_cpu_supports((tq_isa)i))
                 printf(" %s", tq_isa_name((tq_isa)i));

@@ -18,6 +18,10 @@ static int parse_log(const char *s, tq_log_level *out)
 
 static int parse_isa(const char *s, tq_isa *out)
 {
+    if (!strcmp(s, "avx512vnni")) { /* avx512 without the AMX tiles (same results) */
+        *out = TQ_ISA_AVX512;
+        return 0;
+    }
     for (int i = 0; i < TQ_ISA_COUNT; i++)
         if (!strcmp(s, tq_isa_name((tq_isa)i))) {
             *out = (tq_isa)i;
@@ -73,11 +77,14 @@ int cli_env_start(int *argc, char ***argv)
         tq_isa isa;
         if (parse_isa(cpu, &isa)) {
             if (flag_cpu)
-                return fprintf(stderr, "tq: --cpu %s: valid are scalar, avx2, avx512\n", cpu), 2;
+                return fprintf(stderr, "tq: --cpu %s: valid are scalar, avx2, avx512, avx512vnni\n",
+                               cpu),
+                       2;
             if (warn)
-                fprintf(stderr, "tq: warning: TQ_CPU=%s is not one of scalar, avx2, avx512; "
-                                "using %s\n", cpu, tq_isa_name(tq_cpu_isa()));
-        } else if (tq_cpu_select(isa) != TQ_OK && warn) {
+                fprintf(stderr, "tq: warning: TQ_CPU=%s is not one of scalar, avx2, avx512, "
+                                "avx512vnni; using %s\n", cpu, tq_isa_name(tq_cpu_isa()));
+        } else if (tq_cpu_set_amx(strcmp(cpu, "avx512vnni") != 0), tq_cpu_select(isa) != TQ_OK &&
+                   warn) {
             fprintf(stderr, "tq: warning: %s%s%s: this CPU cannot run it; using %s\n", cpu_from,
                     flag_cpu ? " " : "=", cpu, tq_isa_name(tq_cpu_isa()));
         }

@@ -10,7 +10,7 @@
 #include "turboquant.h"
 
 /* cli_env_start() -- at the start of main(): TQ_LOG / --log (error|warn|info|debug),
- * TQ_CPU / --cpu (scalar|avx2|avx512), TQ_POOL_SPIN / --pool-spin (N >= 0) into the library.
+ * TQ_CPU / --cpu (scalar|avx2|avx512|avx512vnni: avx512 without the AMX tiles), TQ_POOL_SPIN / --pool-spin (N >= 0) into the library.
  * The global flags are removed from (*argc, *argv). An unknown value of a variable is warned
  * about and ignored; of a flag, it is a usage error. A level this CPU cannot run is warned
  * about and the best one is used (as before). Returns 0, or 2 after printing the usage error. */
@@ -27,7 +27,8 @@ void cli_model_env(tq_model_opts *opts);
 /* The global flags' help lines (tq --help). */
 #define CLI_ENV_USAGE                                                                            \
     "global options (before COMMAND; each overrides its environment variable):\n"               \
-    "  --cpu ISA        CPU kernels: scalar, avx2, avx512 (TQ_CPU; default: the best)\n"        \
+    "  --cpu ISA        CPU kernels: scalar, avx2, avx512, avx512vnni (= avx512 without AMX)\n"        \
+    "                   (TQ_CPU; default: the best, AMX int8 tiles where the CPU has them)\n"        \
     "  --log LEVEL      messages: error, warn, info, debug (TQ_LOG; default warn)\n"            \
     "  --pool-spin N    pause iterations a pool thread spins between jobs (TQ_POOL_SPIN;\n"     \
     "                   default 2000, 0 on an oversubscribed machine)\n"                        \

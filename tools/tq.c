@@ -35,8 +35,9 @@ static int cmd_version(int argc, char **argv)
 {
     char dev[256] = "";
     printf("turboquant %s\n", tq_version_string());
-    printf("cpu kernels: %s (override with tq --cpu ISA or TQ_CPU=scalar|avx2|avx512)\n",
-           tq_isa_name(tq_cpu_isa()));
+    printf("cpu kernels: %s%s (override with tq --cpu ISA or "
+           "TQ_CPU=scalar|avx2|avx512|avx512vnni)\n", tq_isa_name(tq_cpu_isa()),
+           tq_cpu_amx() ? " + amx-int8" : "");
     printf("cuda: %s", tq_cuda_compiled() ? "compiled in" : "not compiled in");
     if (tq_cuda_available() > 0 && tq_cuda_device_name(dev, sizeof(dev)) == TQ_OK)
         printf(", device 0: %s", dev);

@@ -21,7 +21,9 @@
 # LLAMA_FA=on|off: llama.cpp's flash attention (default on, its CLI default on CPU).
 # MODELS (comma list) replaces the four files. ISA=avx2: tq runs its AVX2 kernels (TQ_CPU=avx2)
 # against an AVX2-only llama.cpp, whose libllama folder LLAMA_LIB must name (e.g. a build with
-# GGML_NATIVE=OFF GGML_AVX2=ON and no AVX-512); the machine line then says "isa avx2 (forced)". Duration on the 2-vCPU dev box: speed about
+# GGML_NATIVE=OFF GGML_AVX2=ON and no AVX-512); the machine line then says "isa avx2 (forced)".
+# ISA=avx512vnni: tq's AVX-512 kernels without the AMX int8 tiles (TQ_CPU=avx512vnni; the default
+# uses AMX where the CPU has it, `tq version` says), against the same llama.cpp. Duration on the 2-vCPU dev box: speed about
 # 40-50 s per model x thread count at RUNS=3 (~7 min for the default 4 x 2, estimated), rss
 # 45 s, quality 14 min at CHUNKS=8 on a loaded box (2026-12-03; the f32 teacher and the slow
 # native-f32 path dominate; ~4 min per model): the quiet phase wants PARTS="speed rss".
@@ -43,7 +45,8 @@ case "${ISA:-}" in
     avx2)
         [ -n "${LLAMA_LIB:-}" ] || { echo "native_table.sh: ISA=avx2 needs LLAMA_LIB=DIR (an AVX2-only libllama build)"; exit 2; }
         export TQ_CPU=avx2 ;;
-    *) echo "native_table.sh: ISA=$ISA: only avx2 (or unset: the best this CPU has)"; exit 2 ;;
+    avx512vnni) export TQ_CPU=avx512vnni ;; # tq without its AMX tiles (same results), same llama.cpp
+    *) echo "native_table.sh: ISA=$ISA: avx2 or avx512vnni (or unset: the best this CPU has)"; exit 2 ;;
 esac
 [ -x "$TQ" ] || { echo "native_table.sh: no tq binary at $TQ (build it, or TQ=PATH)"; exit 2; }
 [ -f "$TEXT" ] || { echo "native_table.sh: no text $TEXT (TEXT=FILE)"; exit 2; }
@@ -56,7 +59,7 @@ done
 MODELS=${MODELS:-$Q41,$GEMMA,$OUT/SmolLM2-135M-Instruct.tq-Q4_0.gguf,$OUT/SmolLM2-135M-Instruct.tq-Q8_0.gguf}
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
     "load $(cut -d' ' -f1-3 /proc/loadavg); $(grep -o -w 'avx512_vnni\|avx512f\|avx2\|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "== tq: $TQ ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), parts: $PARTS, isa ${ISA:-best}${ISA:+ (forced; llama.cpp from $LLAMA_LIB)}"
+echo "== tq: $TQ ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), parts: $PARTS, isa ${ISA:-best}${ISA:+ (forced${LLAMA_LIB:+; llama.cpp from $LLAMA_LIB})}; $("$TQ" version | grep '^cpu kernels' | cut -d'(' -f1)"
 TIMES=""
 case " $PARTS " in *" speed "*)
     t=$(date +%s)

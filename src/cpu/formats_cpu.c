@@ -4,6 +4,7 @@
 #include "cpu/formats_cpu.h"
 #include "cpu/qdot.h"
 #include "cpu/qdot_affine.h"
+#include "cpu/qdot_amx.h"
 #include "cpu/qdot_iq4nl.h"
 
 tq_dequant_fn tq_cpu_dequant_kernel(tq_isa isa, int id)
@@ -49,6 +50,7 @@ static void fill(void)
         }
         tq_affine_register(isa, id, &k); /* the MLX affine rows (cpu/qdot_affine.h) */
         tq_iq4nl_register(isa, id, &k);  /* IQ4_NL (cpu/qdot_iq4nl.h) */
+        tq_qdot_amx_register(isa, id, &k); /* AMX int8 tiles over the above (cpu/qdot_amx.h) */
         tq_format_set_kernels(id, &k);
     }
 }

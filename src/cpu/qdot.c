@@ -1,7 +1,7 @@
 /* qdot.c -- scalar reference kernels of qdot.h (the specification) and the table lookup.
  * No intrinsics; the library builds this with -ffp-contract=off, so every a*b+c below is a
  * rounded multiply then a rounded add, except the explicit fmaf() calls (the f32 path, and the
- * block product of the 32-formats' q8 path). */
+ * per-block chain of the 32-formats' q8 path). */
 #include <math.h>
 
 #include "core/half.h"
@@ -126,26 +126,20 @@ static inline float dot_q8(unpack_fn up, size_t bsize, int has_min, const void *
 {
     const tq_q8a *a = act;
     const uint8_t *b = w;
-    float acc[2][8] = {{0}};
+    float acc = 0.0f;
     float accm = 0.0f;
     for (int64_t i = 0; i < k / TQ_QK; i++, b += bsize) {
         int8_t wq[32];
         float d, m;
         up(b, wq, &d, &m);
-        const float dd = d * a[i].d;
-        for (int l = 0; l < 8; l++) {
-            int32_t p = 0;
-            for (int t = 0; t < 4; t++)
-                p += (int32_t)wq[4 * l + t] * (int32_t)a[i].qs[4 * l + t];
-            acc[i & 1][l] = fmaf((float)p, dd, acc[i & 1][l]);
-        }
+        int32_t p = 0;
+        for (int j = 0; j < 32; j++)
+            p += (int32_t)wq[j] * (int32_t)a[i].qs[j];
+        acc = fmaf((float)p, d * a[i].d, acc);
         if (has_min)
             accm = accm + m * a[i].s;
     }
-    float v[8];
-    for (int l = 0; l < 8; l++)
-        v[l] = acc[0][l] + acc[1][l];
-    return tq_qdot_h8(v) + accm;
+    return acc + accm;
 }
 
 static inline float dot_f32(unpack_fn up, size_t bsize, int has_min, const void *w,
@@ -357,27 +351,23 @@ size_t tq_qdot_act_bytes(int type, int64_t k)
     return (size_t)(k / blk) * (blk == TQ_QKK ? sizeof(tq_q8k) : sizeof(tq_q8a));
 }
 
-int64_t tq_q8p_pairs(int64_t k)
+int64_t tq_q8p_count(int64_t k, int64_t n)
 {
-    return k > 0 && k % TQ_QK == 0 ? (k / TQ_QK + 1) / 2 : 0;
+    return k > 0 && k % TQ_QK == 0 && n > 0 ? (n + TQ_Q8P_T - 1) / TQ_Q8P_T * (k / TQ_QK) : 0;
 }
 
-void tq_q8p_pack(const tq_q8a *a, int64_t nb, tq_q8p *p)
+void tq_q8p_pack(const tq_q8a *a, int64_t nb, tq_q8p *p, int lane)
 {
-    for (int64_t j = 0; j < (nb + 1) / 2; j++) {
-        for (int h = 0; h < 2; h++) {
-            const int64_t b = 2 * j + h;
-            for (int l = 0; l < 8; l++) {
-                int32_t s = 0;
-                for (int e = 0; e < 4; e++) {
-                    const int8_t q = b < nb ? a[b].qs[4 * l + e] : 0;
-                    p[j].qs[32 * h + 4 * l + e] = q;
-                    s += q;
-                }
-                p[j].da[8 * h + l] = b < nb ? a[b].d : 0.0f;
-                p[j].c[8 * h + l] = -128 * s;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t s = 0;
+        for (int g = 0; g < 8; g++)
+            for (int e = 0; e < 4; e++) {
+                p[b].qs[g][4 * lane + e] = a[b].qs[4 * g + e];
+                s += a[b].qs[4 * g + e];
             }
-        }
+        p[b].d[lane] = a[b].d;
+        p[b].s[lane] = a[b].s;
+        p[b].c[lane] = -128 * s;
     }
 }
 

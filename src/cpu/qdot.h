@@ -20,12 +20,18 @@
  * ---- the reduction order (the specification; every ISA gives the same bits) ----------------
  * Weight integers per block: Q8_0 int8; Q4_0 nibble - 8; Q5_0 5-bit - 16 (signed formats);
  * Q4_1 nibble, Q5_1 5-bit (unsigned, with the f16 min m). d_w = f16 scale of the block.
- *   q8 path: for block b (in order) and lane l = 0..7:
- *       p = sum_{i<4} wq[4l+i] * qs[4l+i]              (int32, exact)
- *       acc[b & 1][l] = fmaf((float)p, d_w * d_a, acc[b & 1][l])   (d_w * d_a rounded in f32,
-                                                        then one fused multiply-add)
- *       Q4_1/Q5_1 also: accm += m_w * s_a              (f32, block order)
- *     v[l] = acc[0][l] + acc[1][l]; result = H(v) + accm.
+ *   q8 path (per block, since session 24; llama.cpp's reference dot has the same shape):
+ *     acc = 0, accm = 0; for block b = 0 .. nb-1 (in order):
+ *       P_b = sum_{j<32} wq[j] * qs[j]                  (int32, exact: |P_b| < 2^24)
+ *       acc = fmaf((float)P_b, d_w * d_a, acc)          (d_w * d_a rounded in f32, then one
+ *                                                        fused multiply-add; ONE chain)
+ *       Q4_1/Q5_1 also: accm = accm + m_w * s_a         (f32, mul then add, block order)
+ *     result = acc + accm.
+ *     Before session 24 the chain was per lane of 4 products (acc[b & 1][l], 16 chains, H at
+ *     the end): 8x the float work per block. One (int32) sum per block lets a kernel put rows
+ *     or tokens in the vector lanes (one cvt + mul + fma per block for 8-16 of them) and an
+ *     AMX int8 tile compute P_b. tests/test_qdot.c pins the order with a case whose two orders
+ *     differ.
  *   f32 path: w_j as the dequantizer computes it (d*q, or d*q + m, in f32); for block b and
  *     element j = 0..31:  acc[j] = fmaf(w_j, x[32b + j], acc[j])   (fused, correctly rounded)
  *     v[l] = (acc[l] + acc[8+l]) + (acc[16+l] + acc[24+l]); result = H(v).
@@ -78,25 +84,27 @@ typedef struct tq_q8k {
 } tq_q8k;
 _Static_assert(sizeof(tq_q8k) == 292, "tq_q8k is 292 bytes");
 
-/* The packed activation of the AVX512-VNNI prefill tiles (gemm_q8 below; in memory only): one
- * token of k values (nb = k / 32 tq_q8a blocks) as ceil(nb / 2) pairs of blocks (2j, 2j + 1).
- * qs: block 2j's 32 qs, then block 2j+1's; da: d of block 2j in lanes 0..7, of 2j+1 in 8..15;
- * c: lane l = -128 * (qs[4l] + qs[4l+1] + qs[4l+2] + qs[4l+3]) (int32, exact). A lone last
- * block's pair holds zeros in its second half. The same numbers as the tq_q8a blocks, laid out
- * for 512-bit memory operands: with the weight integers offset to w + 128 (unsigned),
- * vpdpbusd(c, w + 128, qs) is lane l's exact p of the reference, and the tile keeps no
- * activation in registers. */
+/* The packed activation of the prefill tiles (gemm_q8 below; in memory only): the q8
+ * activations of TQ_Q8P_T = 16 tokens interleaved, one tq_q8p per 32-block, the tokens in the
+ * lanes: qs[g][4t + e] = token t's qs[4g + e] (16 x 4 bytes per 4 elements: the B operand of an
+ * int8 dot with the tokens in the columns -- one vpdpbusd zmm step, one AMX tile row); d, s:
+ * the tokens' d and s; c[t] = -128 * (sum of token t's 32 qs) (int32, exact), the correction
+ * when the weight integers go unsigned as w + 128. For n tokens and k values: ceil(n / 16)
+ * groups of k / 32 tq_q8p (group G's block b at index G * (k / 32) + b); the lanes of tokens
+ * >= n in the last group are zeros. 64-byte aligned for the tiles. */
+#define TQ_Q8P_T 16
 typedef struct tq_q8p {
-    int8_t qs[64];
-    float da[16];
-    int32_t c[16];
+    int8_t qs[8][4 * TQ_Q8P_T];
+    float d[TQ_Q8P_T];
+    float s[TQ_Q8P_T];
+    int32_t c[TQ_Q8P_T];
 } tq_q8p;
-_Static_assert(sizeof(tq_q8p) == 192, "tq_q8p is 192 bytes");
+_Static_assert(sizeof(tq_q8p) == 704, "tq_q8p is 704 bytes");
 
-/* tq_q8p_pairs() -- pairs per token of k values (0 if k % 32). tq_q8p_pack() -- nb blocks of
- * one token -> ceil(nb / 2) pairs. */
-int64_t tq_q8p_pairs(int64_t k);
-void tq_q8p_pack(const tq_q8a *a, int64_t nb, tq_q8p *p);
+/* tq_q8p_count() -- the tq_q8p of n tokens of k values (0 if k % 32). tq_q8p_pack() -- one
+ * token's nb blocks into lane `lane` of the group at p (its nb tq_q8p); other lanes untouched. */
+int64_t tq_q8p_count(int64_t k, int64_t n);
+void tq_q8p_pack(const tq_q8a *a, int64_t nb, tq_q8p *p, int lane);
 
 /* tq_qdot_act_block()/tq_qdot_act_bytes() -- the activation a weight type's q8 path reads: 32
  * (tq_q8a) or 256 (tq_q8k) values per block, and the bytes of one token of k values (k must be
@@ -118,8 +126,8 @@ typedef struct tq_qdot_kernels {
     tq_qmv_q8_fn mv_q8[TQ_FMT_LIMIT];
     tq_qmv_f32_fn mv_f32[TQ_FMT_LIMIT];
     tq_qmv_f32_fn gemm_f32[TQ_FMT_LIMIT];       /* prefill tile (same bits as mv_f32)    */
-    tq_qmv_q8_fn gemm_q8[TQ_FMT_LIMIT];         /* prefill tile reading tq_q8p (act: n
-                                                   tokens of tq_q8p_pairs(k) pairs; any n;
+    tq_qmv_q8_fn gemm_q8[TQ_FMT_LIMIT];         /* prefill tile reading tq_q8p (act: the
+                                                   tq_q8p_count(k, n) of n tokens; any n;
                                                    the same bits as mv_q8)                 */
 } tq_qdot_kernels;
 

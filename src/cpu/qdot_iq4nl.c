@@ -20,21 +20,16 @@ static float dot_q8(const void *w, const void *act, int64_t k)
 {
     const tq_q8a *a = act;
     const uint8_t *b = w;
-    float acc[2][8] = {{0}};
+    float acc = 0.0f;
     for (int64_t i = 0; i < k / TQ_QK; i++, b += 18) {
         int8_t wq[32];
-        const float dd = unpack(b, wq) * a[i].d;
-        for (int l = 0; l < 8; l++) {
-            int32_t p = 0;
-            for (int t = 0; t < 4; t++)
-                p += (int32_t)wq[4 * l + t] * (int32_t)a[i].qs[4 * l + t];
-            acc[i & 1][l] = fmaf((float)p, dd, acc[i & 1][l]);
-        }
+        const float d = unpack(b, wq);
+        int32_t p = 0;
+        for (int j = 0; j < 32; j++)
+            p += (int32_t)wq[j] * (int32_t)a[i].qs[j];
+        acc = fmaf((float)p, d * a[i].d, acc);
     }
-    float v[8];
-    for (int l = 0; l < 8; l++)
-        v[l] = acc[0][l] + acc[1][l];
-    return tq_qdot_h8(v);
+    return acc + 0.0f; /* qdot.h: result = acc + accm, accm = 0 */
 }
 
 static float dot_f32(const void *w, const float *x, int64_t k)

@@ -4,16 +4,17 @@
  * Block (18 bytes, 32 values): f16 d, 16 bytes of nibbles (low: elements 0..15, high: 16..31);
  * element value d * tq_iq4nl_values[nibble] (a 16-entry signed table, -127 .. 113). The weight
  * integers are the table values (int8), so the specification is qdot.h's for the signed
- * 32-formats, word for word: q8 path p = sum_{i<4} wq[4l+i] * qs[4l+i] (int32, exact),
- * acc[b & 1][l] = fmaf((float)p, d_w * d_a, acc[b & 1][l]), result H(acc[0] + acc[1]); f32 path
+ * 32-formats, word for word: q8 path, per block b in order, P_b = sum_{j<32} wq[j] * qs[j]
+ * (int32, exact), acc = fmaf((float)P_b, d_w * d_a, acc), result acc + 0 (one chain); f32 path
  * acc[j] = fmaf(d * (float)wq[j], x[32b + j], acc[j]), v[l] = (acc[l] + acc[8+l]) +
  * (acc[16+l] + acc[24+l]), result H(v). Every ISA gives the scalar bits (finite data), for any
  * n, r0/r1 (tests/test_qdot_iq4nl.c). The activation is qdot.h's tq_q8a.
  *
  * Kernels: scalar (qdot_iq4nl.c, the specification), AVX2 (qdot_iq4nl_avx2.c: the table
- * lookup by vpshufb, vpmaddubsw + vpmaddwd), AVX512-VNNI (qdot_iq4nl_avx512vnni.c: the lookup,
- * vpdpbusd). The matvecs decode each weight block once for up to 4 tokens (AVX512-VNNI: 8
- * tokens x 2 rows per zmm tile; decode: 2 rows per zmm); decode prefetches the next rows. */
+ * lookup by vpshufb) and AVX512-VNNI (qdot_iq4nl_avx512vnni.c); their q8 path is
+ * cpu/qdot_q8blk.h's, shared with qdot.h's formats (decode: one row . one token with the 8
+ * block sums of a step reduced at once; prefill and batches: the tq_q8p tile, tokens in the
+ * lanes). */
 #ifndef TQ_QDOT_IQ4NL_H
 #define TQ_QDOT_IQ4NL_H
 

@@ -1,6 +1,7 @@
 /* qmatmul.c -- the threaded driver of qmatmul.h. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cpu/qdot.h"
 #include "cpu/qmatmul.h"
@@ -36,7 +37,7 @@ const char *tq_qmm_kernel_name(const tq_format *f, int act_f32, char *buf, size_
     return buf;
 }
 
-/* act_a: the tq_q8a blocks of n tokens, then (from a 64-byte boundary) their tq_q8p pairs for
+/* act_a: the tq_q8a blocks of n tokens, then (from a 64-byte boundary) their tq_q8p groups for
  * the gemm_q8 tiles */
 static size_t qa_bytes(int64_t k, int64_t n)
 {
@@ -45,7 +46,7 @@ static size_t qa_bytes(int64_t k, int64_t n)
 
 void tq_qmm_act_bytes(int64_t k, int64_t n, size_t *a, size_t *kb)
 {
-    *a = k % TQ_QK ? 0 : qa_bytes(k, n) + (size_t)n * (size_t)tq_q8p_pairs(k) * sizeof(tq_q8p);
+    *a = k % TQ_QK ? 0 : qa_bytes(k, n) + (size_t)tq_q8p_count(k, n) * sizeof(tq_q8p);
     *kb = k % TQ_QKK ? 0 : (size_t)n * (size_t)(k / TQ_QKK) * sizeof(tq_q8k);
 }
 
@@ -78,7 +79,7 @@ static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int6
 /* tokens from which the activations are quantized by the pool, and from which a format's
  * gemm_q8 tile (packed activations) takes the product instead of mv_q8 */
 #define QMM_QACT_PAR 16
-#define QMM_GEMM_MIN 16
+#define QMM_GEMM_MIN 8
 
 typedef struct qact_job {
     const float *x;
@@ -86,8 +87,7 @@ typedef struct qact_job {
     tq_qact_quant_fn qa, qk; /* NULL: that kind is not needed */
     void *act_a, *act_k;
     size_t ab, kb;
-    tq_q8p *act_p; /* non-NULL: also the tq_q8p pairs of each token (np per token) */
-    int64_t np;
+    tq_q8p *act_p; /* non-NULL: also the tq_q8p groups (token t: lane t % 16 of group t / 16) */
 } qact_job;
 
 static void qact_task(void *ctx, int ith, int nth)
@@ -100,7 +100,7 @@ static void qact_task(void *ctx, int ith, int nth)
             q->qa(q->x + t * q->ldx, (uint8_t *)q->act_a + (size_t)t * q->ab, q->k);
         if (q->act_p)
             tq_q8p_pack((const tq_q8a *)((uint8_t *)q->act_a + (size_t)t * q->ab), q->k / TQ_QK,
-                        q->act_p + t * q->np);
+                        q->act_p + (t / TQ_Q8P_T) * (q->k / TQ_QK), (int)(t % TQ_Q8P_T));
         if (q->qk)
             q->qk(q->x + t * q->ldx, (uint8_t *)q->act_k + (size_t)t * q->kb, q->k);
     }
@@ -113,7 +113,7 @@ typedef struct qmm_job {
     int64_t ldx, n;
     int act_f32;
     const void *act_a, *act_k;
-    const void *act_p; /* the tq_q8p pairs, or NULL: no gemm_q8 tile this call */
+    const void *act_p; /* the tq_q8p groups, or NULL: no gemm_q8 tile this call */
 } qmm_job;
 
 static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t r1)
@@ -185,8 +185,9 @@ void tq_qmm_run(tq_pool *pool, const tq_qmm_out *outs, int n_out, const float *x
     ab = k % TQ_QK ? 0 : (size_t)(k / TQ_QK) * sizeof(tq_q8a);
     qact_job q = {.x = x, .ldx = ldx, .k = k, .n = n, .qa = need_a ? qa : NULL,
                   .qk = need_k ? qk : NULL, .act_a = act_a, .act_k = act_k, .ab = ab, .kb = kb,
-                  .act_p = need_p ? (tq_q8p *)((uint8_t *)act_a + qa_bytes(k, n)) : NULL,
-                  .np = tq_q8p_pairs(k)};
+                  .act_p = need_p ? (tq_q8p *)((uint8_t *)act_a + qa_bytes(k, n)) : NULL};
+    if (q.act_p && n % TQ_Q8P_T) /* the last group's lanes past n stay zero */
+        memset(q.act_p + (n / TQ_Q8P_T) * (k / TQ_QK), 0, (size_t)(k / TQ_QK) * sizeof(tq_q8p));
     /* prefill: the tokens split over the threads (a serial loop here was 2-3% of a Gemma 3
      * prefill at 2 threads, the other thread idle); each token's blocks are the same */
     if (n >= QMM_QACT_PAR && tq_pool_size(pool) > 1)

@@ -26,11 +26,41 @@ static void rmsnorm1(float *o, const float *x, const float *w, int n, float eps,
     }
 }
 
+/* rmsnorm1() of `rows` rows (o and x of stride n, o may be x): four rows at a time, so their
+ * double sums of squares run as four independent chains (one row's sum is a chain of dependent
+ * adds); each row's floats are rmsnorm1's, in the same order */
+static void rmsnorm_rows(float *o, const float *x, int64_t rows, const float *w, int n,
+                         float eps, int plus_one)
+{
+    int64_t t = 0;
+    for (; t + 4 <= rows; t += 4) {
+        const float *x0 = x + t * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (int i = 0; i < n; i++) {
+            s0 += (double)x0[i] * x0[i];
+            s1 += (double)x1[i] * x1[i];
+            s2 += (double)x2[i] * x2[i];
+            s3 += (double)x3[i] * x3[i];
+        }
+        const double ss[4] = {s0, s1, s2, s3};
+        for (int u = 0; u < 4; u++) {
+            const float r = 1.0f / sqrtf((float)(ss[u] / n) + eps);
+            const float *xu = x + (t + u) * n;
+            float *ou = o + (t + u) * n;
+            for (int i = 0; i < n; i++) {
+                const float y = xu[i] * r;
+                ou[i] = w ? y * (plus_one ? 1.0f + w[i] : w[i]) : y;
+            }
+        }
+    }
+    for (; t < rows; t++)
+        rmsnorm1(o + t * n, x + t * n, w, n, eps, plus_one);
+}
+
 static void cpu_rmsnorm(void *ctx, float *o, const float *x, const float *w, int64_t rows,
                         int width, float eps, int plus_one)
 {
-    for (int64_t t = 0; t < rows; t++)
-        rmsnorm1(o + t * width, x + t * width, w, width, eps, plus_one);
+    rmsnorm_rows(o, x, rows, w, width, eps, plus_one);
 }
 
 /* rotate n_heads vectors of head_dim in place; cs = cos[rope_dim/2] | sin[rope_dim/2] */
@@ -139,16 +169,18 @@ static void ew_tokens(const tq_be_mm *a, int post, int64_t t0, int64_t t1)
     if (post) {
         const tq_be_out *o = &a->out[0];
         const int64_t rows = o->w.rows;
+        if (a->post_norm && o->ldy == rows)
+            rmsnorm_rows(o->y + t0 * rows, o->y + t0 * rows, t1 - t0, a->post_norm, (int)rows,
+                         a->eps, a->plus_one);
         for (int64_t t = t0; t < t1; t++) {
             float *y = o->y + t * o->ldy, *r = a->res + t * rows;
-            if (a->post_norm)
+            if (a->post_norm && o->ldy != rows)
                 rmsnorm1(y, y, a->post_norm, (int)rows, a->eps, a->plus_one);
             for (int64_t i = 0; i < rows; i++)
                 r[i] += y[i];
         }
     } else if (a->pre == TQ_BE_PRE_NORM) {
-        for (int64_t t = t0; t < t1; t++)
-            rmsnorm1(a->xn + t * cols, a->x + t * cols, a->norm, (int)cols, a->eps,
+        rmsnorm_rows(a->xn + t0 * cols, a->x + t0 * cols, t1 - t0, a->norm, (int)cols, a->eps,
                      a->plus_one);
     } else if (a->pre == TQ_BE_PRE_SILU || a->pre == TQ_BE_PRE_GELU) {
         /* cpu/act.h: one float e^x of our own, the same bits at every ISA */

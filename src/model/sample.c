@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "core/rng.h"
+#include "cpu/argmax.h"
 
 typedef struct cand {
     float v;    /* logit after penalty and temperature */
@@ -402,16 +403,8 @@ static tq_status filter(tq_sampler *s, const float *logits, int64_t *n_out, doub
  * id (strictly greater wins), a row without a finite logit is an error. */
 static tq_status greedy_1pass(const tq_sampler *s, const float *logits, int32_t *token)
 {
-    float best = -INFINITY;
-    int64_t at = -1;
-    for (int64_t i = 0; i < s->n_vocab; i++) {
-        float v = logits[i];
-        v = isnan(v) ? -INFINITY : v == INFINITY ? FLT_MAX : v;
-        if (v > best) {
-            best = v;
-            at = i;
-        }
-    }
+    /* the first index of the largest logit, NaN as -inf, +inf as FLT_MAX (cpu/argmax.h) */
+    const int64_t at = tq_argmax(logits, s->n_vocab);
     if (at < 0)
         return TQ_FAIL(TQ_E_ARG, "sampler: no finite logit in a row of %lld (all NaN or -inf)",
                        (long long)s->n_vocab);

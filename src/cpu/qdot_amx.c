@@ -1,0 +1,411 @@
+/* qdot_amx.c -- the AMX int8 tiles of qdot_amx.h. Compiled with -mamx-tile -mamx-int8 and the
+ * AVX-512 flags when the compiler knows them (CMakeLists.txt); otherwise only the stubs. */
+#include <string.h>
+
+#include "core/core.h"
+#include "cpu/qdot.h"
+#include "cpu/qdot_amx.h"
+#include "cpu/qdot_iq4nl.h"
+
+#if defined(TQ_HAVE_AMX) && defined(__x86_64__) && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512BW__)
+#include <immintrin.h>
+
+#define MAXB (TQ_AMX_MAXK / TQ_QK) /* blocks per row */
+
+enum { F_Q8_0, F_Q4_0, F_Q4_1, F_Q5_0, F_Q5_1, F_IQ4NL };
+
+typedef struct tilecfg {
+    uint8_t palette, start;
+    uint8_t res[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg;
+
+/* One block of a group of 16 tokens: qdot.h's tq_q8p (qs[k4][4 t + e] = token t's qs[4 k4 + e]:
+ * the tile's B operand, 8 rows of 64 bytes; d and s per token, zeros for absent tokens). */
+typedef tq_q8p amx_blk;
+
+/* tokens [0, nt) of a (nb blocks each) -> the group p[0 .. nb) (tq_q8p_pack, absent lanes 0) */
+static void pack_act(const tq_q8a *a, int64_t nb, int64_t nt, amx_blk *p)
+{
+    if (nt < 16)
+        memset(p, 0, sizeof(*p) * (size_t)nb);
+    for (int64_t t = 0; t < nt; t++)
+        tq_q8p_pack(a + t * nb, nb, p, (int)t);
+}
+
+static inline size_t fmt_bytes(int F)
+{
+    switch (F) {
+    case F_Q8_0: return 34;
+    case F_Q4_1: return 20;
+    case F_Q5_0: return 22;
+    case F_Q5_1: return 24;
+    default: return 18; /* Q4_0, IQ4_NL */
+    }
+}
+
+/* Rows 2q, 2q + 1 (p1 NULL: absent) of one block -> 64 bytes of weight integers in element
+ * order (row 2q's 32, then row 2q + 1's). */
+static inline __attribute__((always_inline)) __m512i unpack2(int F, const uint8_t *p0,
+                                                              const uint8_t *p1)
+{
+    if (F == F_Q8_0) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(p0 + 2));
+        const __m256i x1 = p1 ? _mm256_loadu_si256((const __m256i *)(p1 + 2))
+                              : _mm256_setzero_si256();
+        return _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
+    }
+    const int off = F == F_Q4_1 ? 4 : F == F_Q5_0 ? 6 : F == F_Q5_1 ? 8 : 2;
+    const __m128i x0 = _mm_loadu_si128((const __m128i *)(p0 + off));
+    const __m128i x1 = p1 ? _mm_loadu_si128((const __m128i *)(p1 + off)) : _mm_setzero_si128();
+    __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(x0), x0, 1);
+    v = _mm512_inserti32x4(_mm512_inserti32x4(v, x1, 2), x1, 3);
+    const __m512i sh = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
+    v = _mm512_and_si512(_mm512_srlv_epi32(v, sh), _mm512_set1_epi8(15));
+    if (F == F_Q4_0)
+        return _mm512_sub_epi8(v, _mm512_set1_epi8(8));
+    if (F == F_IQ4NL)
+        return _mm512_shuffle_epi8(
+            _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tq_iq4nl_values)), v);
+    if (F == F_Q5_0 || F == F_Q5_1) {
+        const int qo = F == F_Q5_0 ? 2 : 4;
+        uint32_t h0, h1 = 0;
+        memcpy(&h0, p0 + qo, 4);
+        if (p1)
+            memcpy(&h1, p1 + qo, 4);
+        const __mmask64 m = (__mmask64)h0 | (__mmask64)h1 << 32;
+        v = _mm512_or_si512(v, _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(16)));
+        if (F == F_Q5_0)
+            v = _mm512_sub_epi8(v, _mm512_set1_epi8(16));
+    }
+    return v;
+}
+
+/* 16 rows (nr valid) of one block (wb: row 0's block) -> dst, 16 x 32 bytes */
+static inline __attribute__((always_inline)) void unpack16(int F, const uint8_t *wb, size_t rb,
+                                                           int nr, int8_t *dst)
+{
+    for (int q = 0; q < 8; q++) {
+        const int r = 2 * q;
+        __m512i v = _mm512_setzero_si512();
+        if (r < nr)
+            v = unpack2(F, wb + (size_t)r * rb, r + 1 < nr ? wb + (size_t)(r + 1) * rb : NULL);
+        _mm512_store_si512((__m512i *)(dst + 64 * q), v);
+    }
+}
+
+/* transpose of a 16 x 16 float matrix in 16 zmm (block swaps at 8, 4, 2, 1) */
+static inline __attribute__((always_inline)) void transpose16(__m512 *r)
+{
+    for (int h = 8; h >= 1; h /= 2) {
+        int ia[16], ib[16];
+        for (int c = 0; c < 16; c++) {
+            ia[c] = (c & h) ? 16 + c - h : c;
+            ib[c] = (c & h) ? 16 + c : c + h;
+        }
+        const __m512i xa = _mm512_loadu_si512(ia), xb = _mm512_loadu_si512(ib);
+        for (int i = 0; i < 16; i++) {
+            if (i & h)
+                continue;
+            const __m512 u = r[i], v = r[i + h];
+            r[i] = _mm512_permutex2var_ps(u, xa, v);
+            r[i + h] = _mm512_permutex2var_ps(u, xb, v);
+        }
+    }
+}
+
+/* the tile product of block b into C tile c: A (tile ta) from abuf or the weights (Q8_0 full
+ * groups), B (tile tb) from the prepacked activations; tile numbers must be literals */
+#define TILE_STEP(c, ta, tb, F, A_PTR, A_STRIDE, B_PTR, B_STRIDE)                                  \
+    do {                                                                                           \
+        _tile_loadd(ta, A_PTR, A_STRIDE);                                                          \
+        _tile_loadd(tb, B_PTR, B_STRIDE);                                                          \
+        _tile_zero(c);                                                                             \
+        if ((F) == F_Q4_1 || (F) == F_Q5_1)                                                        \
+            _tile_dpbusd(c, ta, tb);                                                               \
+        else                                                                                       \
+            _tile_dpbssd(c, ta, tb);                                                               \
+    } while (0)
+
+#define AI static inline __attribute__((always_inline))
+
+/* block b's weight integers of the 16 rows into abuf[b % 3] (Q8_0 full groups: none needed) */
+AI void unpack_blk(int F, int64_t b, const uint8_t *w0, size_t rb, int nr, int8_t (*abuf)[512])
+{
+    if (!(F == F_Q8_0 && nr == 16))
+        unpack16(F, w0 + (size_t)b * fmt_bytes(F), rb, nr, abuf[b % 3]);
+}
+
+/* block b's tile product into C tile b & 1 */
+AI void tile_blk(int F, int64_t b, const uint8_t *w0, size_t rb, int nr, const amx_blk *p,
+                 int8_t (*abuf)[512])
+{
+    const void *ap = abuf[b % 3];
+    long as = 32;
+    if (F == F_Q8_0 && nr == 16) { /* the int8 weights straight from the rows */
+        ap = w0 + (size_t)b * fmt_bytes(F) + 2;
+        as = (long)rb;
+    }
+    if (b & 1)
+        TILE_STEP(1, 3, 5, F, ap, as, p[b].qs, 64);
+    else
+        TILE_STEP(0, 2, 4, F, ap, as, p[b].qs, 64);
+}
+
+/* the float part of block b from its stored C (cb): per (row, token) lane
+ * acc = fma((float)P, d_w * d_a, acc), accm = accm + m_w * s_a */
+AI void float_blk(int F, int tw, int64_t b, const uint8_t *w0, __m512i ridx, __mmask16 rmask,
+                  const amx_blk *p, const int32_t *cb, __m512 *acc, __m512 *accm)
+{
+    const int has_min = F == F_Q4_1 || F == F_Q5_1;
+    /* d (and m) of the 16 rows' block b */
+    const __m512i g = _mm512_mask_i32gather_epi32(
+        _mm512_setzero_si512(), rmask, ridx, (const void *)(w0 + (size_t)b * fmt_bytes(F)), 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+    const __m512 mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+    __m512 dav = _mm512_loadu_ps(p[b].d), sav = _mm512_loadu_ps(p[b].s);
+    if (tw == 16) {
+        for (int i = 0; i < 16; i++) {
+            const __m512i pi = _mm512_set1_epi32(i);
+            const __m512 P = _mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * i));
+            const __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(pi, dw), dav);
+            acc[i] = _mm512_fmadd_ps(P, s, acc[i]);
+            if (has_min)
+                accm[i] = _mm512_add_ps(accm[i],
+                                        _mm512_mul_ps(_mm512_permutexvar_ps(pi, mw), sav));
+        }
+        return;
+    }
+    /* zmm q: rows 2q (lanes 0-7) and 2q + 1 (8-15) x tokens 0-7 */
+    dav = _mm512_shuffle_f32x4(dav, dav, 0x44);
+    sav = _mm512_shuffle_f32x4(sav, sav, 0x44);
+    const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int q = 0; q < 8; q++) {
+        const __m512i pi = _mm512_add_epi32(_mm512_set1_epi32(2 * q), pair);
+        const __m512 P = _mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * q));
+        const __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(pi, dw), dav);
+        acc[q] = _mm512_fmadd_ps(P, s, acc[q]);
+        if (has_min)
+            accm[q] = _mm512_add_ps(accm[q], _mm512_mul_ps(_mm512_permutexvar_ps(pi, mw), sav));
+    }
+}
+
+/* rows [r0, r1) x the nt tokens of p (tw = 8 or 16 tile columns) -> y (token t at y + t * ldy).
+ * Pipelined so that no load reads what a store of the same step wrote (a tile store does not
+ * forward to vector loads, nor vector stores to tile loads): step b issues block b+1's tile
+ * product, unpacks block b+2, stores block b's C and does block b-1's float part. */
+AI void run_rows(int F, int tw, const uint8_t *w, size_t rb, int64_t nb, const amx_blk *p,
+                 int64_t nt, float *y, int64_t ldy, int64_t r0, int64_t r1, int pf)
+{
+    _Alignas(64) int8_t abuf[3][512];
+    _Alignas(64) int32_t cbuf[2][256];
+    const __m512i ridx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)rb));
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
+        const __mmask16 rmask = (__mmask16)((1u << nr) - 1);
+        const uint8_t *w0 = w + (size_t)r * rb;
+        __m512 acc[16], accm[16];
+        for (int i = 0; i < 16; i++)
+            acc[i] = accm[i] = _mm512_setzero_ps();
+        unpack_blk(F, 0, w0, rb, nr, abuf);
+        if (nb > 1)
+            unpack_blk(F, 1, w0, rb, nr, abuf);
+        tile_blk(F, 0, w0, rb, nr, p, abuf);
+        /* the next group's 16 rows are one contiguous run of 16 rb bytes: fetch per lines of it
+         * per step (prefetches never fault; only the first token group, later ones find the
+         * rows in cache) */
+        const char *nx = (const char *)(w0 + 16 * rb);
+        const int per = pf && r + 16 < r1 ? (int)((16 * rb + 64 * nb - 1) / (64 * nb)) : 0;
+        for (int64_t b = 0; b < nb; b++) {
+            for (int j = 0; j < per; j++)
+                _mm_prefetch(nx + 64 * (b * per + j), _MM_HINT_T0);
+            if (b + 1 < nb)
+                tile_blk(F, b + 1, w0, rb, nr, p, abuf);
+            if (b + 2 < nb)
+                unpack_blk(F, b + 2, w0, rb, nr, abuf);
+            if (b & 1)
+                _tile_stored(1, cbuf[1], 4 * tw);
+            else
+                _tile_stored(0, cbuf[0], 4 * tw);
+            if (b >= 1)
+                float_blk(F, tw, b - 1, w0, ridx, rmask, p, cbuf[(b - 1) & 1], acc, accm);
+        }
+        float_blk(F, tw, nb - 1, w0, ridx, rmask, p, cbuf[(nb - 1) & 1], acc, accm);
+        /* result = acc + accm (accm = 0 for the signed formats), to token-major y */
+        __m512 o[16];
+        if (tw == 16) {
+            for (int i = 0; i < 16; i++)
+                o[i] = _mm512_add_ps(acc[i], accm[i]);
+            transpose16(o); /* o[t]: token t's 16 rows */
+            for (int64_t t = 0; t < nt; t++)
+                _mm512_mask_storeu_ps(y + t * ldy + r, rmask, o[t]);
+        } else {
+            for (int q = 0; q < 8; q++) {
+                o[q] = _mm512_add_ps(acc[q], accm[q]);
+                o[8 + q] = _mm512_setzero_ps();
+            }
+            transpose16(o); /* o[t]: row 2q of token t in lane q; o[8 + t]: row 2q + 1 */
+            const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6,
+                                                 22, 7, 23);
+            for (int64_t t = 0; t < nt; t++)
+                _mm512_mask_storeu_ps(y + t * ldy + r, rmask,
+                                      _mm512_permutex2var_ps(o[t], il, o[8 + t]));
+        }
+    }
+}
+
+static void config(int tw)
+{
+    tilecfg c;
+    memset(&c, 0, sizeof(c));
+    c.palette = 1;
+    for (int i = 0; i < 2; i++) {
+        c.rows[i] = 16, c.colsb[i] = (uint16_t)(4 * tw);         /* C: 16 x tw int32 */
+        c.rows[2 + i] = 16, c.colsb[2 + i] = 32;                  /* A: 16 rows x 32 bytes */
+        c.rows[4 + i] = 8, c.colsb[4 + i] = (uint16_t)(4 * tw);  /* B: 8 x 4 tw of 64 bytes */
+    }
+    /* gcc 12 drops the field stores above as dead (its ldtilecfg builtin does not say it reads
+     * the 64 bytes): make them visible */
+    __asm__ volatile("" : : "r"(&c) : "memory");
+    _tile_loadconfig(&c);
+}
+
+/* rows per chunk of the packed path: every token group runs over a chunk before the next one,
+ * so a chunk's weights (256 rows: 92 KB at k = 576 Q4_1, 590 KB at k = 4096 Q4_0) are read from
+ * memory once, not once per 16 tokens */
+#define ROW_CHUNK 256
+
+/* n tokens in groups of 16 (group G: its nb blocks at groups + G * nb), or (groups NULL) each
+ * group packed into stack (nb blocks) from the tq_q8a activations act */
+static inline __attribute__((always_inline)) void mm_amx(int F, const void *w, size_t row_bytes,
+                                                         int64_t nb, const amx_blk *groups,
+                                                         const tq_q8a *act, amx_blk *stack,
+                                                         int64_t n, float *y, int64_t ldy,
+                                                         int64_t r0, int64_t r1)
+{
+    int cur = 0;
+    const int64_t chunk = groups ? ROW_CHUNK : r1 - r0; /* the stack path packs per group once */
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
+        for (int64_t t0 = 0; t0 < n; t0 += 16) {
+            const int64_t nt = n - t0 < 16 ? n - t0 : 16;
+            const int tw = nt <= 8 ? 8 : 16;
+            if (tw != cur)
+                config(tw), cur = tw;
+            const amx_blk *p = groups ? groups + (t0 / 16) * nb : stack;
+            if (!groups && stack)
+                pack_act(act + t0 * nb, nb, nt, stack);
+            if (tw == 16)
+                run_rows(F, 16, w, row_bytes, nb, p, nt, y + t0 * ldy, ldy, c0, c1, t0 == 0);
+            else
+                run_rows(F, 8, w, row_bytes, nb, p, nt, y + t0 * ldy, ldy, c0, c1, t0 == 0);
+        }
+    }
+    _tile_release();
+}
+
+/* the AVX-512 VNNI kernel of the format (every AMX CPU has AVX512-VNNI): n < TQ_AMX_MIN_N, long rows */
+static tq_qmv_q8_fn vnni_mv(int id)
+{
+    if (id == TQ_FMT_IQ4_NL)
+        return tq_iq4nl_avx512_table()->mv_q8;
+    return tq_qdot_avx512_table()->mv_q8[id];
+}
+
+#define AMX_FORMAT(name, F, FID)                                                                   \
+    static void mv_amx_##name(const void *w, size_t row_bytes, int64_t k, const void *act,        \
+                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)            \
+    {                                                                                              \
+        if (n < TQ_AMX_MIN_N || k > TQ_AMX_MAXK || k % TQ_QK) {                                    \
+            vnni_mv(FID)(w, row_bytes, k, act, n, y, ldy, r0, r1);                                 \
+            return;                                                                                \
+        }                                                                                          \
+        amx_blk stack[MAXB]; /* 44 KB */                                                            \
+        mm_amx(F, w, row_bytes, k / TQ_QK, NULL, act, stack, n, y, ldy, r0, r1);                   \
+    }                                                                                              \
+    static void gemm_amx_##name(const void *w, size_t row_bytes, int64_t k, const void *act,      \
+                                int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)          \
+    {                                                                                              \
+        mm_amx(F, w, row_bytes, k / TQ_QK, act, NULL, NULL, n, y, ldy, r0, r1);                     \
+    }
+AMX_FORMAT(q8_0, F_Q8_0, TQ_GGML_Q8_0)
+AMX_FORMAT(q4_0, F_Q4_0, TQ_GGML_Q4_0)
+AMX_FORMAT(q4_1, F_Q4_1, TQ_GGML_Q4_1)
+AMX_FORMAT(q5_0, F_Q5_0, TQ_GGML_Q5_0)
+AMX_FORMAT(q5_1, F_Q5_1, TQ_GGML_Q5_1)
+AMX_FORMAT(iq4nl, F_IQ4NL, TQ_FMT_IQ4_NL)
+
+static int fmt_index(int id)
+{
+    switch (id) {
+    case TQ_GGML_Q8_0: return F_Q8_0;
+    case TQ_GGML_Q4_0: return F_Q4_0;
+    case TQ_GGML_Q4_1: return F_Q4_1;
+    case TQ_GGML_Q5_0: return F_Q5_0;
+    case TQ_GGML_Q5_1: return F_Q5_1;
+    case TQ_FMT_IQ4_NL: return F_IQ4NL;
+    default: return -1;
+    }
+}
+
+int tq_qdot_amx_built(void)
+{
+    return 1;
+}
+
+tq_qmv_q8_fn tq_qdot_amx_mv(int id)
+{
+    static const tq_qmv_q8_fn mv[6] = {mv_amx_q8_0, mv_amx_q4_0, mv_amx_q4_1,
+                                       mv_amx_q5_0, mv_amx_q5_1, mv_amx_iq4nl};
+    const int F = fmt_index(id);
+    return F < 0 || !vnni_mv(id) ? NULL : mv[F];
+}
+
+tq_qmv_q8_fn tq_qdot_amx_gemm(int id)
+{
+    static const tq_qmv_q8_fn gm[6] = {gemm_amx_q8_0, gemm_amx_q4_0, gemm_amx_q4_1,
+                                       gemm_amx_q5_0, gemm_amx_q5_1, gemm_amx_iq4nl};
+    const int F = fmt_index(id);
+    return F < 0 ? NULL : gm[F];
+}
+
+void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k)
+{
+    if (isa < TQ_ISA_AVX512 || !k->mv_q8 || !tq_cpu_amx())
+        return;
+    const tq_qmv_q8_fn mv = tq_qdot_amx_mv(id);
+    if (!mv)
+        return;
+    k->mv_q8 = mv;
+    k->gemm_q8 = tq_qdot_amx_gemm(id);
+    k->isa_q8 = "amx-int8";
+}
+
+#else /* no AMX in this build */
+
+int tq_qdot_amx_built(void)
+{
+    return 0;
+}
+
+tq_qmv_q8_fn tq_qdot_amx_mv(int id)
+{
+    (void)id;
+    return NULL;
+}
+
+tq_qmv_q8_fn tq_qdot_amx_gemm(int id)
+{
+    (void)id;
+    return NULL;
+}
+
+void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k)
+{
+    (void)isa, (void)id, (void)k;
+}
+
+#endif

@@ -1,0 +1,49 @@
+/* qdot_amx.h -- AMX int8 tiles for the q8 path of the 32-element formats (issue 15).
+ *
+ * Formats: Q8_0, Q4_0, Q5_0, IQ4_NL (signed weight integers: TDPBSSD) and Q4_1, Q5_1 (unsigned
+ * weight integers x signed activations: TDPBUSD). The result is qdot.h's q8 path, bit for bit:
+ * per block b in order, P_b = the exact int32 sum of the block's 32 products (the tile's sum
+ * over K = 32), acc = fmaf((float)P_b, d_w * d_a, acc), Q4_1/Q5_1 accm = accm + m_w * s_a,
+ * result acc + accm -- the tile only produces P_b, the float part runs on AVX-512 per
+ * (row, token) lane in the same order.
+ *
+ * Tile: 16 weight rows (A, 16 x 32 bytes: one block of each row, unpacked to int8 / uint8) times
+ * up to 16 tokens (B, 8 x 4*16 bytes: the block's activations in the VNNI layout = qdot.h's
+ * tq_q8p, packed once per call by qmatmul.c for gemm_q8, or on the stack per token group for
+ * mv_q8), C = 16 x 16 int32. Two C tiles alternate, so the
+ * tile product of block b+1 runs while the float part of block b does. Token groups of <= 8
+ * tokens use 8-column tiles and two rows per zmm in the float part.
+ *
+ * Scope: gemm_q8 any n and k; mv_q8 k <= TQ_AMX_MAXK (the stack pack) and n >= TQ_AMX_MIN_N,
+ * otherwise the AVX-512 VNNI kernel, so it takes any k and n too.
+ *
+ * Availability: tq_cpu_amx() (core/core.h: CPUID, XCR0, the Linux permission request, and the
+ * caller's switch); tq_qdot_amx_register() installs the tiles only when it says yes. */
+#ifndef TQ_QDOT_AMX_H
+#define TQ_QDOT_AMX_H
+
+#include "common/formats.h"
+
+#define TQ_AMX_MAXK 2048
+/* mv_q8 takes the tile from 3 tokens: at 2 the VNNI row kernel is faster (the tile's 8 columns
+ * and float part cost the same for 2 tokens as for 8; 1536x576 Q4_1, 1 thread: 48 vs 73 us),
+ * at 3 they are even in cache and AMX leads from DRAM, from 4 AMX leads */
+#define TQ_AMX_MIN_N 3
+
+/* tq_qdot_amx_built() -- 1 when this library was compiled with the AMX kernels. */
+int tq_qdot_amx_built(void);
+
+/* tq_qdot_amx_mv() -- the AMX matvec of format id (a tq_qmv_q8_fn over tq_q8a activations),
+ * NULL when none or not built. Runs only where tq_cpu_amx() said yes (tests check it). */
+tq_qmv_q8_fn tq_qdot_amx_mv(int id);
+/* tq_qdot_amx_gemm() -- the same tile over qdot.h's packed tq_q8p groups (a gemm_q8 slot: any n,
+ * any k), NULL when none. */
+tq_qmv_q8_fn tq_qdot_amx_gemm(int id);
+
+/* tq_qdot_amx_register() -- when tq_cpu_amx() and format id has an AMX tile: k->mv_q8 = the
+ * tile (n < TQ_AMX_MIN_N and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = the tile over
+ * tq_q8p (qmatmul.c takes it from 8 tokens), k->isa_q8 = "amx-int8". Called from formats_cpu.c once per format, after the
+ * ISA tables. */
+void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k);
+
+#endif /* TQ_QDOT_AMX_H */
