@@ -91,6 +91,15 @@ int main(int argc, char **argv)
         CHECK(tq_cuda_session_bytes(NULL, &wb, &kb) == want, "session bytes(NULL)");
         CHECK(tq_cuda_session_debug(NULL, 0, NULL, NULL, NULL) == want, "session debug(NULL)");
         CHECK(tq_cuda_session_n_past(NULL) == 0, "session n_past(NULL)");
+        CHECK(tq_cuda_session_n_ctx(NULL) == 0, "session n_ctx(NULL)");
+        int32_t next = -5;
+        CHECK(tq_cuda_session_eval_greedy(NULL, &tok, 1, NULL, 0, 1.0f, &next) == want,
+              "session eval_greedy(NULL)");
+        const float *dk = NULL, *dv = NULL;
+        CHECK(tq_cuda_session_debug_kv(NULL, &dk, &dv) == want, "session debug_kv(NULL)");
+        tq_generator *gen = (tq_generator *)buf;
+        CHECK(tq_generator_create_cuda(NULL, NULL, NULL, NULL, &gen) == want && gen == NULL,
+              "generator_create_cuda(NULL session)");
         tq_cuda_session_reset(NULL);
         tq_cuda_session_free(NULL);
     }

@@ -2,9 +2,10 @@
  * (tq_session) on the same model and the same BF16 weights (labels cuda + model; exits 77 without
  * a device or without the model file):
  *  prompts: three short texts (token ids of the SmolLM2 tokenizer, fixed below) and 300 seeded
- *  random token ids (several prefill chunks on the GPU); after the prompt, 8 greedy decode steps
- *  (the f32 CPU session's argmax is fed to every session). Six sessions run in lockstep: CPU f32,
- *  kv8, turbo:k8v3 caches and GPU bf16, kv8, turbo:k8v3 caches.
+ *  random token ids (two prefill chunks on the GPU, the attention in blocks of 64 / group
+ *  queries); after the prompt, 8 greedy decode steps (the f32 CPU session's argmax is fed to
+ *  every session). Six sessions run in lockstep: CPU f32, kv8, turbo:k8v3 caches and GPU bf16,
+ *  kv8, turbo:k8v3 caches.
  *  - GPU bf16 cache vs CPU f32 cache (the forward itself): top-1 equal at every step except where
  *    the CPU's own top-2 margin is below 0.05 logits, max KL(cpu || gpu) < 0.01.
  *  - the attention kernel on the model's own data: last layer, last token, GPU output vs a float64
@@ -90,7 +91,7 @@ static double kl(const float *p, const float *q, int n)
  * with the CPU's argmax; top-1 equal except where the CPU's own margin is < 0.05, KL < 1e-3.
  * Gemma 3's sliding window is 8 tokens and the GPU refuses a session longer than a window (by
  * name: checked), so it runs 8 tokens; the others run the 25-token prompt + 8 steps (prefill in
- * several GPU chunks: group 2 -> 32 tokens per chunk; split at 20 to cover two calls). */
+ * two GPU calls, split at 20; group 2 -> attention blocks of 32 queries). */
 static void run_tiny(const char *arch)
 {
     char dir[128];

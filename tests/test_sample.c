@@ -591,5 +591,87 @@ int main(int argc, char **argv)
         CHECK(tq_sampler_sample(s, NULL, &t) == TQ_E_ARG, "NULL logits");
         tq_sampler_free(s);
     }
+    { /* tq_sampler_greedy_ids (the device greedy sampler's contract): the penalty formula on
+       * exactly the ids it returns, then the first index of the largest key, is
+       * tq_sampler_sample's greedy pick; refused when not greedy-only or over cap */
+        tq_rng r;
+        tq_rng_seed(&r, t_seed ^ 0x9d11u);
+        enum { NV = 300 };
+        float l[NV], e[NV];
+        int agree = 0, cases = 0;
+        for (int c = 0; c < 200; c++) {
+            tq_sampler_params p = tq_sampler_params_default();
+            p.repeat_penalty = c % 3 == 0 ? 1.0f : c % 3 == 1 ? 1.25f : 0.8f;
+            p.repeat_last_n = 1 + (int)(tq_rng_u64(&r) % 80u);
+            tq_sampler *s = NULL;
+            if (tq_sampler_create(&p, NV, &s) != TQ_OK)
+                break;
+            for (int i = 0; i < NV; i++)
+                l[i] = (float)(int)(tq_rng_normal(&r) * 64.0f) / 16.0f; /* ties happen */
+            l[tq_rng_u64(&r) % NV] = NAN;
+            const int nh = (int)(tq_rng_u64(&r) % 120u);
+            for (int h = 0; h < nh; h++) /* repeats: ids from a small range at times */
+                tq_sampler_accept(s, (int32_t)(tq_rng_u64(&r) % (c % 2 ? 40u : NV)));
+            int32_t ids[64], t = -1;
+            int n = -1;
+            float pen = 0.0f;
+            if (!tq_sampler_greedy_ids(s, ids, 64, &n, &pen)) {
+                /* only a window with more than 64 distinct ids may be refused */
+                CHECK(p.repeat_penalty != 1.0f && p.repeat_last_n > 64, "case %d: greedy_ids "
+                      "refused (penalty %g, window %d)", c, (double)p.repeat_penalty,
+                      p.repeat_last_n);
+                tq_sampler_free(s);
+                continue;
+            }
+            cases++;
+            CHECK(pen == p.repeat_penalty && n >= 0 && n <= 64, "case %d: n %d penalty %g", c, n,
+                  (double)pen);
+            for (int i = 0; i < NV; i++)
+                e[i] = isnan(l[i]) ? -INFINITY : l[i] == INFINITY ? FLT_MAX : l[i];
+            for (int j = 0; j < n; j++) {
+                for (int k = 0; k < j; k++)
+                    CHECK(ids[k] != ids[j], "case %d: id %d twice", c, ids[j]);
+                e[ids[j]] = e[ids[j]] > 0.0f ? e[ids[j]] / pen : e[ids[j]] * pen;
+            }
+            int b = 0;
+            for (int i = 1; i < NV; i++)
+                if (e[i] > e[b])
+                    b = i;
+            CHECK(tq_sampler_sample(s, l, &t) == TQ_OK, "case %d: sample", c);
+            agree += t == b;
+            CHECK(t == b, "case %d: greedy_ids + penalty picks %d, the sampler %d", c, b, t);
+            tq_sampler_free(s);
+        }
+        CHECK(cases >= 100, "only %d of 200 cases were greedy-only", cases);
+        printf("greedy_ids contract: %d/%d picks equal\n", agree, cases);
+        tq_sampler_params p = tq_sampler_params_default();
+        p.repeat_penalty = 1.1f;
+        p.repeat_last_n = 100;
+        tq_sampler *s = NULL;
+        int32_t ids[64];
+        int n = 0;
+        float pen = 0.0f;
+        CHECK(tq_sampler_create(&p, NV, &s) == TQ_OK, "create");
+        for (int h = 0; h < 65; h++)
+            tq_sampler_accept(s, h);
+        CHECK(!tq_sampler_greedy_ids(s, ids, 64, &n, &pen), "65 distinct ids fit a list of 64");
+        CHECK(tq_sampler_greedy_ids(s, ids, 65, &n, &pen) && n == 65, "65 ids in a list of 65");
+        tq_sampler_free(s);
+        p = tq_sampler_params_default();
+        p.temperature = 0.7f;
+        CHECK(tq_sampler_create(&p, NV, &s) == TQ_OK, "create");
+        CHECK(!tq_sampler_greedy_ids(s, ids, 64, &n, &pen), "temperature 0.7 taken as greedy");
+        tq_sampler_free(s);
+        p = tq_sampler_params_default();
+        p.presence_penalty = 0.5f;
+        CHECK(tq_sampler_create(&p, NV, &s) == TQ_OK, "create");
+        CHECK(tq_sampler_greedy_ids(s, ids, 64, &n, &pen) && n == 0,
+              "presence penalty before any output: plain greedy");
+        tq_sampler_accept_output(s, 7);
+        CHECK(!tq_sampler_greedy_ids(s, ids, 64, &n, &pen), "presence penalty in effect taken "
+              "as greedy-only");
+        tq_sampler_free(s);
+        CHECK(!tq_sampler_greedy_ids(NULL, ids, 64, &n, &pen), "NULL sampler");
+    }
     return t_done();
 }

@@ -15,7 +15,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tq bench --cuda -m MODEL [--kv LIST] [--depths LIST] [--decode N] [--check N]\n"
             "                [--seed S] [--merge M] [--no-gemv] [--no-graph] [--no-pdl]\n"
-            "                [--weights native|bf16] [--prefill-qgemv] [--csv FILE]\n"
+            "                [--weights native|bf16] [--prefill-qgemv] [--prefill-chunk N]\n"
+            "                [--device-sampler] [--csv FILE]\n"
             "  the forward pass on GPU 0: GEMV kernels for decode, cuBLAS / quantized GEMV for\n"
             "  prefill, the device KV cache.\n"
             "  -m, --model   GGUF file or safetensors directory (Llama-family blocks)\n"
@@ -37,11 +38,16 @@ static void usage(FILE *f)
             "                docs/results.md, native GPU weights); native uses ~1/3 the memory\n"
             "  --prefill-qgemv  native prefill products through the quantized GEMV (8 tokens per\n"
             "                launch) instead of dequantize-to-bf16 + cuBLAS (A/B)\n"
+            "  --prefill-chunk N  tokens per forward call of the prefill, 1..256 (default 256;\n"
+            "                64 / GQA group = the chunk before 2026-12-03) (A/B)\n"
+            "  --device-sampler  decode picks the greedy token on the GPU (only the id is copied\n"
+            "                back) instead of copying the logits and taking the argmax on the host\n"
             "  --csv FILE    also write scheme,depth,prefill_tok_s,decode_tok_s,decode_ms rows\n");
 }
 
 /* the session options from the flags (one command per process) */
 static tq_cuda_session_opts g_opts;
+static int dev_sampler; /* --device-sampler */
 
 static double now_s(void)
 {
@@ -202,6 +208,15 @@ int cmd_bench_cuda(int argc, char **argv)
             g_opts.kv.no_pdl = 1;
         else if (!strcmp(a, "--prefill-qgemv"))
             g_opts.prefill_qgemv = 1;
+        else if (!strcmp(a, "--device-sampler"))
+            dev_sampler = 1;
+        else if (!strcmp(a, "--prefill-chunk")) {
+            long pc = 0;
+            if (cli_long(cmd, a, v, 1, TQ_CUDA_PREFILL_CHUNK, &pc))
+                return 2;
+            g_opts.prefill_chunk = (int)pc;
+            i++;
+        }
         else if (!strcmp(a, "--merge") && v) {
             tq_status ms = tq_cuda_merge_parse(argv[++i], &g_opts.kv.merge);
             if (ms)
@@ -250,8 +265,10 @@ int cmd_bench_cuda(int argc, char **argv)
     const int64_t n_ctx = max_depth + decode + 3; /* + 2 untimed warm-up steps */
     printf("model %s: %s, %d layers, dim %d, %d/%d heads, head_dim %d, vocab %d (trained context %d)\n", model_path,
            mi.arch_name, mi.n_layers, mi.dim, mi.n_heads, mi.n_kv_heads, mi.head_dim, mi.vocab_size, mi.max_ctx);
-    printf("device %s; decode = 1 token per step, batch 1, logits copied to the host every step; single-token "
+    printf("device %s; decode = 1 token per step, batch 1, %s; prefill chunk %d tokens; single-token "
            "linears: %s; step: %s%s; split merge %d (0 auto, 1 fused, 2 kernel, 3 cluster)\n", dev,
+           dev_sampler ? "greedy token picked on the GPU (--device-sampler)" : "logits copied to the host every step",
+           g_opts.prefill_chunk ? g_opts.prefill_chunk : TQ_CUDA_PREFILL_CHUNK,
            g_opts.no_gemv ? "cuBLAS (--no-gemv)" : "GEMV kernel",
            g_opts.no_graph ? "kernel by kernel (--no-graph)" : "one CUDA graph",
            g_opts.kv.no_pdl ? ", no PDL (--no-pdl)" : "", (int)g_opts.kv.merge);
@@ -311,14 +328,17 @@ int cmd_bench_cuda(int argc, char **argv)
             int32_t tok = toks[depths[di]];
             for (long k = 0; k < decode + 2 && !rc; k++) { /* 2 untimed warm-up steps */
                 const double t0 = now_s();
-                if ((st = tq_cuda_session_eval(gs, &tok, 1, logits))) {
+                int32_t next = 0;
+                st = dev_sampler ? tq_cuda_session_eval_greedy(gs, &tok, 1, NULL, 0, 1.0f, &next)
+                                 : tq_cuda_session_eval(gs, &tok, 1, logits);
+                if (st) {
                     rc = cli_error(cmd, st, "decode at depth %ld", depths[di]);
                     break;
                 }
                 const double dt = now_s() - t0;
                 if (k >= 2)
                     ts[k - 2] = dt;
-                tok = argmax(logits, mi.vocab_size);
+                tok = dev_sampler ? next : argmax(logits, mi.vocab_size);
             }
             if (rc)
                 break;

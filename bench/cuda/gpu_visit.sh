@@ -31,6 +31,14 @@
 #   prefill   tq bench --cuda native prefill: dequantize + cuBLAS vs --prefill-qgemv vs bf16 weights
 #   graphab   the decode bench with the step as one CUDA graph (default) vs --no-graph (or the
 #             GA_VARIANTS given), two interleaved rounds (needs the model)
+#   gen       test_cuda_gen (device greedy sampler, GPU generator, long prefill chunks) + its
+#             memcheck and racecheck (no model needed)
+#   genbench  (needs the model) test_cuda_fwd with it; tq bench --cuda A/Bs: --device-sampler vs
+#             host argmax, prefill chunk 256 vs 21 (--prefill-chunk), bf16 and native weights;
+#             tq generate --cuda (device sampler / --host-sampler) vs the CPU engine, greedy,
+#             with and without the repetition penalty: texts and tok/s
+#   fwdncu    (needs the model) ncu kernel durations of the first decode steps (no graph, depth
+#             0), bf16 vs native weights: time per kernel name summed, the step's total
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -61,7 +69,7 @@ for step in "$@"; do
     el "step $step"
     case "$step" in
     build)
-        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd test_cuda_qgemv qgemv_bench > $w/build.log 2>&1
+        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd test_cuda_qgemv qgemv_bench test_cuda_gen > $w/build.log 2>&1
         rc=$?; el "build rc=$rc"; [ $rc = 0 ] || { tail -40 $w/build.log; pack; exit 1; }
         grep -c "warning" $w/build.log | sed 's/^/build warnings: /'
         ;;
@@ -318,6 +326,74 @@ PY
                     --csv $w/prefill_${v}_r$r.csv > $w/prefill_${v}_r$r.log 2>&1
                 echo "prefill $v ($fl) round $r rc=$?"; grep "^kv\|^check\|^native" $w/prefill_${v}_r$r.log
             done
+        done
+        pack
+        ;;
+    gen)
+        timeout 120 $B/tests/test_cuda_gen > $w/test_cuda_gen.log 2>&1; echo "test_cuda_gen rc=$?"
+        grep -v "^ok" $w/test_cuda_gen.log | tail -12
+        for tool in memcheck racecheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_cuda_gen > $w/gen_$tool.log 2>&1
+            echo "compute-sanitizer $tool test_cuda_gen rc=$?"; tail -2 $w/gen_$tool.log
+        done
+        pack
+        ;;
+    genbench)
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        timeout 240 $B/tests/test_cuda_fwd > $w/test_cuda_fwd_model.log 2>&1; echo "test_cuda_fwd (model) rc=$?"
+        grep "SmolLM2\|FAIL\|passed\|native\|prefill" $w/test_cuda_fwd_model.log | head -24
+        pack
+        gb() { # tag, flags
+            timeout 120 $TQ bench --cuda -m "$model" --kv bf16,turbo:k8v3 --depths 1024,8192 --decode 64 $2 \
+                --csv $w/gb_$1.csv > $w/gb_$1.log 2>&1
+            echo "bench $1 ($2) rc=$?"; grep "^kv.*depth" $w/gb_$1.log
+        }
+        gb host1 ""; gb dev1 "--device-sampler"; gb pc21 "--prefill-chunk 21"
+        gb nat "--weights native"; gb natpc21 "--weights native --prefill-chunk 21"
+        gb natdev "--weights native --device-sampler"; gb dev2 "--device-sampler"; gb host2 ""
+        pack
+        p="The capital of France is Paris. The capital of Germany is"
+        for pen in 1 1.1; do
+            timeout 60 $TQ generate --cuda -m "$model" -p "$p" -n 128 --greedy --repeat-penalty $pen --ignore-eos \
+                > $w/gen_gpu_$pen.txt 2> $w/gen_gpu_$pen.err; echo "generate --cuda pen $pen rc=$?"; tail -1 $w/gen_gpu_$pen.err
+            timeout 60 $TQ generate --cuda --host-sampler -m "$model" -p "$p" -n 128 --greedy --repeat-penalty $pen \
+                --ignore-eos > $w/gen_host_$pen.txt 2> $w/gen_host_$pen.err; echo "generate --cuda --host-sampler pen $pen rc=$?"
+            tail -1 $w/gen_host_$pen.err
+            timeout 120 $TQ generate -m "$model" --kv bf16 -p "$p" -n 128 --greedy --repeat-penalty $pen --ignore-eos \
+                > $w/gen_cpu_$pen.txt 2> $w/gen_cpu_$pen.err; echo "generate CPU (native weights, bf16 cache) pen $pen rc=$?"
+            tail -1 $w/gen_cpu_$pen.err
+            cmp -s $w/gen_gpu_$pen.txt $w/gen_host_$pen.txt && echo "pen $pen: device sampler text == host sampler text" ||
+                echo "pen $pen: device sampler text DIFFERS from host sampler text"
+            cmp -s $w/gen_gpu_$pen.txt $w/gen_cpu_$pen.txt && echo "pen $pen: GPU text == CPU text" || {
+                echo "pen $pen: GPU text differs from the CPU's; common prefix $(cmp $w/gen_gpu_$pen.txt $w/gen_cpu_$pen.txt | awk '{print $5}') bytes"; }
+            head -c 300 $w/gen_gpu_$pen.txt; echo
+        done
+        pack
+        ;;
+    fwdncu)
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        for wt in bf16 native; do
+            timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-count ${NCU_N:-250} \
+                $TQ bench --cuda -m "$model" --weights $wt --kv bf16 --depths 0 --decode 1 --no-graph \
+                > $w/fwdncu_$wt.csv 2> $w/fwdncu_$wt.err; echo "ncu forward decode ($wt) rc=$?"
+            python3 - $w/fwdncu_$wt.csv <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    sys.exit("no ncu rows")
+h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value"); ui = h.index("Metric Unit")
+t = collections.OrderedDict(); n = collections.Counter(); tot = 0.0
+for r in rows[1:]:
+    try:
+        v = float(r[vi].replace(",", ""))
+    except ValueError:
+        continue
+    v = v / 1000.0 if r[ui] in ("ns", "nsecond") else v if r[ui] in ("us", "usecond") else v * 1000.0
+    k = r[ki].split("(")[0][:60]; t[k] = t.get(k, 0.0) + v; n[k] += 1; tot += v
+print(f"  {sum(n.values())} kernels, {tot:.1f} us of GPU time")
+for k, v in sorted(t.items(), key=lambda kv: -kv[1])[:12]:
+    print(f"  {v:9.1f} us  {n[k]:4d}x  {v / n[k]:7.2f} us  {k}")
+PY
         done
         pack
         ;;

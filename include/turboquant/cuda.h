@@ -155,7 +155,8 @@ TQ_API size_t tq_cuda_kv_bytes_read(const tq_cuda_kv *c, int n_q, int n_heads);
  * dense F16 weights, and a
  * sliding-window layer whose window is shorter than n_ctx (the device cache attends over the
  * whole context, which equals the window only while n_ctx <= window). Batch 1; prefill runs in
- * chunks of up to 64 / group tokens. The model must outlive the session only during
+ * chunks of up to TQ_CUDA_PREFILL_CHUNK tokens (the attention in blocks of 64 / group queries).
+ * The model must outlive the session only during
  * tq_cuda_session_create(). */
 typedef struct tq_cuda_session tq_cuda_session;
 
@@ -217,6 +218,11 @@ TQ_API tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **
 TQ_API tq_status tq_generator_create_cuda(tq_model *model, tq_cuda_session *session,
                                           const tq_tokenizer *tok, const tq_gen_opts *opts,
                                           tq_generator **out);
+/* tq_cuda_session_debug_kv() -- for tests: after an eval, device pointers to the K and V rows
+ * the LAST layer appended for the last forward call's tokens (n_kv_heads * head_dim fp32 per
+ * token, after norms and RoPE: the input of the device cache's encoder; overwritten by the next
+ * eval). */
+TQ_API tq_status tq_cuda_session_debug_kv(tq_cuda_session *s, const float **k, const float **v);
 /* Options of a GPU session (zero-initialised = the defaults). */
 typedef struct tq_cuda_session_opts {
     tq_cuda_kv_opts kv; /* every layer's attend calls                                      */
@@ -227,7 +233,12 @@ typedef struct tq_cuda_session_opts {
     int prefill_qgemv;  /* 1: native (quantized) prefill products through the quantized GEMV
                            kernels (8 tokens per launch) instead of the default: the matrix
                            dequantized to bf16 + cuBLAS from 9 tokens on (for A/Bs)         */
+    int prefill_chunk;  /* tokens per forward call of a prefill, 1..TQ_CUDA_PREFILL_CHUNK
+                           (0: TQ_CUDA_PREFILL_CHUNK; capped by n_ctx; an f32 cache keeps
+                           its own); 64 / group was the size before 2026-12-03 (for A/Bs)   */
 } tq_cuda_session_opts;
+/* the default and largest prefill chunk of a GPU session (tokens per forward call) */
+#define TQ_CUDA_PREFILL_CHUNK 256
 /* tq_cuda_session_set_opts() -- set the options of later evals. */
 TQ_API tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opts *o);
 /* tq_cuda_session_graph_stats() -- decode steps (1 token) run as one CUDA graph (*graph) and

@@ -850,7 +850,21 @@ tq_status be_attend(void *ctx, void *kvp, int il, int64_t pos0, const float *k, 
     tq_status st = tq_cuda_kv_append(c, TQ_DTYPE_F32, k, v, (int)n, 1);
     if (st != TQ_OK)
         return st;
-    return tq_cuda_kv_attend(c, q, (int)n, b->n_heads, b->scale, out, 1);
+    // the attention kernel takes n_q * group <= 64 query rows per call: a longer prefill chunk
+    // attends in blocks of queries, each over the cache cut at its last query (causal)
+    int nkv = 1, hd = 1;
+    tqc_kv_shape(c, &nkv, &hd);
+    const int qb = 64 / (b->n_heads / nkv);
+    if (n <= qb)
+        return tq_cuda_kv_attend(c, q, (int)n, b->n_heads, b->scale, out, 1);
+    const size_t qd = (size_t)b->n_heads * hd;
+    for (int64_t i0 = 0; i0 < n && st == TQ_OK; i0 += qb) {
+        const int m = (int)(n - i0 < qb ? n - i0 : qb);
+        if ((st = tq_cuda_kv_set_length(c, pos0 + i0 + m)) == TQ_OK)
+            st = tq_cuda_kv_attend(c, q + (size_t)i0 * qd, m, b->n_heads, b->scale, out + (size_t)i0 * qd, 1);
+    }
+    const tq_status sl = tq_cuda_kv_set_length(c, pos0 + n);
+    return st != TQ_OK ? st : sl;
 }
 
 void be_softcap(void *ctx, float *y, int64_t n, float c)

@@ -158,6 +158,12 @@ void tqc_kv_use_stream(tq_cuda_kv *c, cudaStream_t s)
     c->stream = s ? s : c->own;
 }
 
+void tqc_kv_shape(const tq_cuda_kv *c, int *n_kv_heads, int *head_dim)
+{
+    *n_kv_heads = c->n_kv_heads;
+    *head_dim = c->g.d;
+}
+
 size_t tqc_kv_device_bytes(const tq_cuda_kv *c)
 {
     return c ? c->bytes : 0;

@@ -84,5 +84,7 @@ tq_status tqc_attend_launch(const tqc_attend_args *a);
 // use; NULL = back to the handle's own stream). tqc_kv_device_bytes() -- bytes of its K/V rows.
 void tqc_kv_use_stream(tq_cuda_kv *c, cudaStream_t s);
 size_t tqc_kv_device_bytes(const tq_cuda_kv *c);
+// tqc_kv_shape() -- the cache's kv heads and head_dim.
+void tqc_kv_shape(const tq_cuda_kv *c, int *n_kv_heads, int *head_dim);
 
 #endif

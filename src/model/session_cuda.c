@@ -30,7 +30,9 @@ struct tq_cuda_session {
     tq_cuda_kv **kv;          /* [n_layers]                                            */
     tq_run_state rs;          /* device buffers for `chunk` tokens                     */
     float *logits;            /* (vocab) device                                        */
-    int chunk;
+    int chunk;                /* tokens per forward call of a prefill (eval)            */
+    int chunk_cap;            /* the run-state buffers' tokens (the largest chunk)      */
+    int rows_chunk;           /* tokens per forward call of eval_rows (all rows' logits) */
     int graph;                /* decode steps (1 token) as one CUDA graph (default)    */
     long n_graph, n_eager;    /* decode steps run as a graph / eagerly                 */
     int64_t n_past, n_ctx;
@@ -323,11 +325,17 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
     s->n_ctx = n_ctx;
     s->graph = 1;
     const int group = c->n_heads / c->n_kv_heads;
-    s->chunk = 64 / group < 1 ? 1 : 64 / group; /* the attention kernel's rows per pass */
+    /* prefill chunks of up to TQ_CUDA_PREFILL_CHUNK tokens (the backend attends in blocks of
+     * 64 / group queries, the attention kernel's rows per pass); eval_rows keeps one block per
+     * call (its logits buffer holds every row of a call) */
+    s->rows_chunk = 64 / group < 1 ? 1 : 64 / group;
+    s->chunk = n_ctx < TQ_CUDA_PREFILL_CHUNK ? (int)n_ctx : TQ_CUDA_PREFILL_CHUNK;
+    s->rows_chunk = s->rows_chunk < s->chunk ? s->rows_chunk : s->chunk;
     s->f32w = !m->native && m->wtype == TQ_DTYPE_F32;
     s->kvf = kvf;
     if (kvf) /* the f32 cache's attention takes any number of rows: a window in one pass */
-        s->chunk = n_ctx < 512 ? (int)n_ctx : 512;
+        s->chunk = s->rows_chunk = n_ctx < 512 ? (int)n_ctx : 512;
+    s->chunk_cap = s->chunk;
     const size_t dim = c->hidden, qd = (size_t)c->n_heads * c->head_dim,
                  kvd = (size_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_hidden, C = s->chunk;
     size_t mx = dim > qd ? dim : qd;
@@ -424,7 +432,7 @@ tq_status tq_cuda_session_create(const tq_model *m, tq_kv_scheme kv, int64_t n_c
         r->nb = s->chunk;
         float **bp[] = {&r->x, &r->xn, &r->q, &r->k, &r->v, &r->att, &r->h1, &r->h2, &s->logits};
         const size_t bsz[] = {C * dim, C * mx, C * qd, C * kvd, C * kvd, C * qd, C * ffn, C * ffn,
-                              (size_t)c->vocab * C};
+                              (size_t)c->vocab * (size_t)s->rows_chunk};
         for (int i = 0; i < (int)(sizeof(bsz) / sizeof(bsz[0])); i++)
             TRY(dalloc(s, (void **)bp[i], bsz[i] * 4, NULL));
     }
@@ -610,14 +618,14 @@ tq_status tq_cuda_session_eval_rows(tq_cuda_session *s, const int32_t *tokens, i
     void *scratch = NULL;
     tq_status st = TQ_OK;
     if (lse || argmax || (k > 0 && picked)) {
-        const size_t C = (size_t)s->chunk;
+        const size_t C = (size_t)s->rows_chunk;
         st = tqc_be_alloc(s->be, &scratch, C * (size_t)k * 8 + C * 16 + 64, NULL);
         if (st)
             return st;
     }
-    /* chunks of s->chunk tokens, cut at `first` too: the rows before it need no logits */
+    /* chunks of s->rows_chunk tokens, cut at `first` too: the rows before it need no logits */
     for (int64_t t0 = 0; t0 < n && !st;) {
-        int64_t end = t0 + s->chunk < n ? t0 + s->chunk : n;
+        int64_t end = t0 + s->rows_chunk < n ? t0 + s->rows_chunk : n;
         if (t0 < first && end > first)
             end = first;
         const int kn = (int)(end - t0), want = end > first;
@@ -681,6 +689,10 @@ tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opt
     tqc_be_set_pdl(s->be, !o->kv.no_pdl);
     tqc_be_set_prefill_dq(s->be, o->prefill_qgemv ? 0 : 9);
     s->graph = !o->no_graph;
+    if (!s->kvf) {
+        const int want = o->prefill_chunk > 0 ? o->prefill_chunk : TQ_CUDA_PREFILL_CHUNK;
+        s->chunk = want < s->chunk_cap ? want : s->chunk_cap;
+    }
     return TQ_OK;
 }
 
@@ -731,5 +743,17 @@ tq_status tq_cuda_session_debug(tq_cuda_session *s, int il, tq_cuda_kv **kv, con
         *q_last = s->rs.q;
     if (att_last)
         *att_last = s->rs.att;
+    return TQ_OK;
+}
+
+tq_status tq_cuda_session_debug_kv(tq_cuda_session *s, const float **k, const float **v)
+{
+    if (!s || !k || !v)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_debug_kv: NULL %s", !s ? "session" : "output");
+    tq_status st = tqc_be_sync(s->be);
+    if (st)
+        return st;
+    *k = s->rs.k;
+    *v = s->rs.v;
     return TQ_OK;
 }
