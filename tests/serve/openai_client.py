@@ -154,7 +154,7 @@ try:
           math.fsum(math.exp(v) for v in lp.top_logprobs[0].values()) <= 1 + 1e-6,
           "completions logprobs: %s" % (lp.tokens if lp else None))
     # penalties: a strong frequency penalty changes a greedy answer that repeats itself
-    rep = [{"role": "user", "content": "Repeat the word 'yes' twenty times."}]
+    rep = [{"role": "user", "content": "Say 'yes' ten times, separated by spaces."}]
     a = c.chat.completions.create(model="smol", messages=rep, max_tokens=24, temperature=0)
     b = c.chat.completions.create(model="smol", messages=rep, max_tokens=24, temperature=0,
                                   frequency_penalty=2, presence_penalty=1)
