@@ -143,6 +143,8 @@ __device__ __forceinline__ int v_index(float z, const float *b, int nb)
 template <int D>
 __global__ void __launch_bounds__(ENC_WARPS * 32) encode_rows(tqc_encode_args a, int is_v)
 {
+    if (is_v < 0) // K and V in one launch: blockIdx.y picks
+        is_v = (int)blockIdx.y;
     __shared__ float s_x[ENC_WARPS][D];
     __shared__ uint8_t s_idx[ENC_WARPS][D];
     __shared__ float s_gp[ENC_WARPS][D / 32][2];
@@ -348,12 +350,14 @@ tq_status init_tables(void)
     return TQ_OK;
 }
 
+// is_v 0 / 1: the K / V rows; -1: both in one launch (grid.y = 2: a decode step's append is one
+// kernel, not two)
 template <int D>
 void launch_d(const tqc_encode_args *a, int is_v)
 {
     const int64_t n_rows = (int64_t)a->batch * a->n_new * a->n_heads;
     const unsigned blocks = (unsigned)((n_rows + ENC_WARPS - 1) / ENC_WARPS);
-    encode_rows<D><<<blocks, ENC_WARPS * 32, 0, a->stream>>>(*a, is_v);
+    encode_rows<D><<<dim3(blocks, is_v < 0 ? 2 : 1), ENC_WARPS * 32, 0, a->stream>>>(*a, is_v);
 }
 
 } // namespace
@@ -368,14 +372,16 @@ tq_status tqc_encode_launch(const tqc_encode_args *a)
         return TQ_OK;
     if (n_rows > (int64_t)ENC_WARPS * 0x7fffffffLL)
         return TQC_FAIL(TQ_E_ARG, "CUDA encode: %lld rows is too many for one call", (long long)n_rows);
+    const int both = a->k_src && a->v_src;
     for (int is_v = 0; is_v < 2; is_v++) {
-        if (!(is_v ? a->v_src : a->k_src))
+        if (!(is_v ? a->v_src : a->k_src) || (both && is_v))
             continue;
+        const int which = both ? -1 : is_v;
         switch (a->g.d) {
-        case 64: launch_d<64>(a, is_v); break;
-        case 128: launch_d<128>(a, is_v); break;
-        case 256: launch_d<256>(a, is_v); break;
-        case 512: launch_d<512>(a, is_v); break;
+        case 64: launch_d<64>(a, which); break;
+        case 128: launch_d<128>(a, which); break;
+        case 256: launch_d<256>(a, which); break;
+        case 512: launch_d<512>(a, which); break;
         default: return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA encode: head_dim %d (valid: 64, 128, 256, 512)", a->g.d);
         }
         TQC_CUDA(cudaGetLastError());
