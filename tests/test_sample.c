@@ -648,7 +648,7 @@ int main(int argc, char **argv)
         p.repeat_penalty = 1.1f;
         p.repeat_last_n = 100;
         tq_sampler *s = NULL;
-        int32_t ids[64];
+        int32_t ids[65]; /* the 65-id case below fills all 65 */
         int n = 0;
         float pen = 0.0f;
         CHECK(tq_sampler_create(&p, NV, &s) == TQ_OK, "create");
