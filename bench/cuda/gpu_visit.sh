@@ -69,7 +69,7 @@ for step in "$@"; do
     el "step $step"
     case "$step" in
     build)
-        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd test_cuda_qgemv qgemv_bench test_cuda_gen > $w/build.log 2>&1
+        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd test_cuda_qgemv qgemv_bench test_cuda_gen test_cuda_eval > $w/build.log 2>&1
         rc=$?; el "build rc=$rc"; [ $rc = 0 ] || { tail -40 $w/build.log; pack; exit 1; }
         grep -c "warning" $w/build.log | sed 's/^/build warnings: /'
         ;;
