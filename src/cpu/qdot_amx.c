@@ -257,15 +257,191 @@ AI void run_rows(int F, int tw, const uint8_t *w, size_t rb, int64_t nb, const a
     }
 }
 
+/* ---- row pairs: token groups of <= 8 tokens, 32 weight rows per tile product ----------------
+ * A = 16 tile rows x 64 bytes: tile row q holds weight row q's block b (bytes 0..31) then weight
+ * row 16 + q's block b (32..63); B = 16 x 64 bytes, block-diagonal: its rows 0..7 hold the
+ * block's activations of tokens 0..7 in columns 0..7 (bytes 0..31) and zeros in columns 8..15,
+ * rows 8..15 the same activations in columns 8..15; so C[q][t] = P_b(row q, token t) and
+ * C[q][8 + t] = P_b(row 16 + q, token t), each the exact int32 sum of its 32 products: one tile
+ * load pair, zero, dot product and store per 32 rows and block instead of two (K = 64). */
+typedef struct amx_pb {
+    int8_t qs[16][64];
+    float d[16]; /* tokens 0..7, twice (lanes 8..15 = lanes 0..7) */
+    float s[16];
+} amx_pb;
+
+/* tokens [0, nt <= 8) of a (nb blocks each) -> pb[0 .. nb): per block an 8 x 8 transpose of
+ * the tokens' 4-byte groups (row g, column t = token t's qs[4g .. 4g + 3]) */
+static void pack_pair(const tq_q8a *a, int64_t nb, int64_t nt, amx_pb *pb)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i r[8];
+        float d[16] = {0}, s[16] = {0};
+        for (int t = 0; t < 8; t++) {
+            if (t < nt) {
+                const tq_q8a *x = a + t * nb + b;
+                r[t] = _mm256_loadu_si256((const __m256i *)x->qs);
+                d[t] = d[8 + t] = x->d;
+                s[t] = s[8 + t] = x->s;
+            } else {
+                r[t] = _mm256_setzero_si256();
+            }
+        }
+        __m256i u[8], v[8];
+        for (int i = 0; i < 8; i += 2) {
+            u[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+            u[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        for (int h = 0; h < 8; h += 4) {
+            v[h] = _mm256_unpacklo_epi64(u[h], u[h + 2]);
+            v[h + 1] = _mm256_unpackhi_epi64(u[h], u[h + 2]);
+            v[h + 2] = _mm256_unpacklo_epi64(u[h + 1], u[h + 3]);
+            v[h + 3] = _mm256_unpackhi_epi64(u[h + 1], u[h + 3]);
+        }
+        amx_pb *p = pb + b;
+        for (int g = 0; g < 4; g++) {
+            const __m256i lo = _mm256_permute2x128_si256(v[g], v[4 + g], 0x20); /* row g */
+            const __m256i hi = _mm256_permute2x128_si256(v[g], v[4 + g], 0x31); /* row 4 + g */
+            _mm512_storeu_si512(p->qs[g], _mm512_zextsi256_si512(lo));
+            _mm512_storeu_si512(p->qs[4 + g], _mm512_zextsi256_si512(hi));
+            _mm512_storeu_si512(p->qs[8 + g],
+                                _mm512_inserti64x4(_mm512_setzero_si512(), lo, 1));
+            _mm512_storeu_si512(p->qs[12 + g],
+                                _mm512_inserti64x4(_mm512_setzero_si512(), hi, 1));
+        }
+        memcpy(p->d, d, sizeof(d));
+        memcpy(p->s, s, sizeof(s));
+    }
+}
+
+/* a packed group of <= 8 tokens (tq_q8p, lanes 8..15 zero) -> pb[0 .. nb) */
+static void pair_from_q8p(const amx_blk *p, int64_t nb, amx_pb *pb)
+{
+    const __m512i up = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t b = 0; b < nb; b++) {
+        for (int g = 0; g < 8; g++) {
+            const __m512i v = _mm512_maskz_mov_epi32(0x00ff, _mm512_loadu_si512(p[b].qs[g]));
+            _mm512_storeu_si512(pb[b].qs[g], v);
+            _mm512_storeu_si512(pb[b].qs[8 + g], _mm512_maskz_permutexvar_epi32(0xff00, up, v));
+        }
+        const __m512 d = _mm512_loadu_ps(p[b].d), s = _mm512_loadu_ps(p[b].s);
+        _mm512_storeu_ps(pb[b].d, _mm512_shuffle_f32x4(d, d, 0x44));
+        _mm512_storeu_ps(pb[b].s, _mm512_shuffle_f32x4(s, s, 0x44));
+    }
+}
+
+/* 32 rows (nr valid) of one block (wb: row 0's block) -> dst, 16 tile rows of 64 bytes */
+AI void unpack32(int F, const uint8_t *wb, size_t rb, int nr, int8_t *dst)
+{
+    for (int q = 0; q < 16; q++) {
+        __m512i v = _mm512_setzero_si512();
+        if (q < nr)
+            v = unpack2(F, wb + (size_t)q * rb, q + 16 < nr ? wb + (size_t)(q + 16) * rb : NULL);
+        _mm512_store_si512((__m512i *)(dst + 64 * q), v);
+    }
+}
+
+/* the float part of block b of 32 rows: zmm q = rows q (lanes 0..7) and 16 + q (8..15) x tokens
+ * 0..7, per lane acc = fma((float)P, d_w * d_a, acc), accm = accm + m_w * s_a */
+AI void float_pair(int F, int64_t b, const uint8_t *w0, size_t rb, __m512i ridx, __mmask16 mlo,
+                   __mmask16 mhi, const amx_pb *pb, const int32_t *cb, __m512 *acc, __m512 *accm)
+{
+    const int has_min = F == F_Q4_1 || F == F_Q5_1;
+    const uint8_t *base = w0 + (size_t)b * fmt_bytes(F);
+    const __m512i glo = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mlo, ridx, base, 1);
+    const __m512i ghi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mhi, ridx,
+                                                    base + 16 * rb, 1);
+    const __m512 dlo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(glo));
+    const __m512 dhi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(ghi));
+    const __m512 dav = _mm512_loadu_ps(pb[b].d);
+    __m512 mlo_v = _mm512_setzero_ps(), mhi_v = _mm512_setzero_ps(), sav = _mm512_setzero_ps();
+    if (has_min) {
+        mlo_v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(glo, 16)));
+        mhi_v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(ghi, 16)));
+        sav = _mm512_loadu_ps(pb[b].s);
+    }
+    const __m512i hi = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+    for (int q = 0; q < 16; q++) {
+        const __m512i pi = _mm512_add_epi32(_mm512_set1_epi32(q), hi);
+        const __m512 P = _mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * q));
+        const __m512 s = _mm512_mul_ps(_mm512_permutex2var_ps(dlo, pi, dhi), dav);
+        acc[q] = _mm512_fmadd_ps(P, s, acc[q]);
+        if (has_min)
+            accm[q] = _mm512_add_ps(
+                accm[q], _mm512_mul_ps(_mm512_permutex2var_ps(mlo_v, pi, mhi_v), sav));
+    }
+}
+
+AI void tile_pair(int F, int64_t b, const amx_pb *pb, int8_t (*abuf)[1024])
+{
+    if (b & 1)
+        TILE_STEP(1, 3, 5, F, abuf[b % 3], 64, pb[b].qs, 64);
+    else
+        TILE_STEP(0, 2, 4, F, abuf[b % 3], 64, pb[b].qs, 64);
+}
+
+/* rows [r0, r1) x the nt <= 8 tokens of pb -> y; the same pipeline as run_rows */
+AI void run_pairs(int F, const uint8_t *w, size_t rb, int64_t nb, const amx_pb *pb, int64_t nt,
+                  float *y, int64_t ldy, int64_t r0, int64_t r1, int pf)
+{
+    _Alignas(64) int8_t abuf[3][1024];
+    _Alignas(64) int32_t cbuf[2][256];
+    const __m512i ridx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)rb));
+    for (int64_t r = r0; r < r1; r += 32) {
+        const int nr = r1 - r < 32 ? (int)(r1 - r) : 32;
+        const __mmask16 mlo = (__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1);
+        const __mmask16 mhi = (__mmask16)(nr <= 16 ? 0u : (1u << (nr - 16)) - 1);
+        const uint8_t *w0 = w + (size_t)r * rb;
+        __m512 acc[16], accm[16];
+        for (int i = 0; i < 16; i++)
+            acc[i] = accm[i] = _mm512_setzero_ps();
+        unpack32(F, w0, rb, nr, abuf[0]);
+        if (nb > 1)
+            unpack32(F, w0 + fmt_bytes(F), rb, nr, abuf[1]);
+        tile_pair(F, 0, pb, abuf);
+        const char *nx = (const char *)(w0 + 32 * rb);
+        const int per = pf && r + 32 < r1 ? (int)((32 * rb + 64 * nb - 1) / (64 * nb)) : 0;
+        for (int64_t b = 0; b < nb; b++) {
+            for (int j = 0; j < per; j++)
+                _mm_prefetch(nx + 64 * (b * per + j), _MM_HINT_T0);
+            if (b + 1 < nb)
+                tile_pair(F, b + 1, pb, abuf);
+            if (b + 2 < nb)
+                unpack32(F, w0 + (size_t)(b + 2) * fmt_bytes(F), rb, nr, abuf[(b + 2) % 3]);
+            if (b & 1)
+                _tile_stored(1, cbuf[1], 64);
+            else
+                _tile_stored(0, cbuf[0], 64);
+            if (b >= 1)
+                float_pair(F, b - 1, w0, rb, ridx, mlo, mhi, pb, cbuf[(b - 1) & 1], acc, accm);
+        }
+        float_pair(F, nb - 1, w0, rb, ridx, mlo, mhi, pb, cbuf[(nb - 1) & 1], acc, accm);
+        __m512 o[16];
+        for (int i = 0; i < 16; i++)
+            o[i] = _mm512_add_ps(acc[i], accm[i]);
+        transpose16(o); /* o[t]: rows 0..15 of token t; o[8 + t]: rows 16..31 */
+        for (int64_t t = 0; t < nt; t++) {
+            _mm512_mask_storeu_ps(y + t * ldy + r, mlo, o[t]);
+            if (mhi)
+                _mm512_mask_storeu_ps(y + t * ldy + r + 16, mhi, o[8 + t]);
+        }
+    }
+}
+
+/* tw = 8 or 16: 16 rows x 32-byte A tiles, tw-column C and B; tw = 0: the row pairs' 16 x 64
+ * A, B and C */
 static void config(int tw)
 {
     tilecfg c;
     memset(&c, 0, sizeof(c));
     c.palette = 1;
     for (int i = 0; i < 2; i++) {
-        c.rows[i] = 16, c.colsb[i] = (uint16_t)(4 * tw);         /* C: 16 x tw int32 */
-        c.rows[2 + i] = 16, c.colsb[2 + i] = 32;                  /* A: 16 rows x 32 bytes */
-        c.rows[4 + i] = 8, c.colsb[4 + i] = (uint16_t)(4 * tw);  /* B: 8 x 4 tw of 64 bytes */
+        const int cw = tw ? tw : 16;
+        c.rows[i] = 16, c.colsb[i] = (uint16_t)(4 * cw);         /* C: 16 x cw int32 */
+        c.rows[2 + i] = 16, c.colsb[2 + i] = tw ? 32 : 64;        /* A: 16 rows x 32 or 64 B */
+        c.rows[4 + i] = tw ? 8 : 16, c.colsb[4 + i] = (uint16_t)(4 * cw); /* B: K / 4 rows */
     }
     /* gcc 12 drops the field stores above as dead (its ldtilecfg builtin does not say it reads
      * the 64 bytes): make them visible */
@@ -279,22 +455,36 @@ static void config(int tw)
 #define ROW_CHUNK 256
 
 /* n tokens in groups of 16 (group G: its nb blocks at groups + G * nb), or (groups NULL) each
- * group packed into stack (nb blocks) from the tq_q8a activations act */
+ * group packed into stack (nb blocks) from the tq_q8a activations act; a last group of <= 8
+ * tokens runs as row pairs (run_pairs) from pb (its nb amx_pb; NULL: the 8-column tile) */
 static inline __attribute__((always_inline)) void mm_amx(int F, const void *w, size_t row_bytes,
                                                          int64_t nb, const amx_blk *groups,
                                                          const tq_q8a *act, amx_blk *stack,
-                                                         int64_t n, float *y, int64_t ldy,
-                                                         int64_t r0, int64_t r1)
+                                                         amx_pb *pb, int64_t n, float *y,
+                                                         int64_t ldy, int64_t r0, int64_t r1)
 {
-    int cur = 0;
+    int cur = -1;
+    const int64_t t_last = (n - 1) / 16 * 16;
+    if (n - t_last > 8)
+        pb = NULL;
+    if (pb) {
+        if (groups)
+            pair_from_q8p(groups + (t_last / 16) * nb, nb, pb);
+        else
+            pack_pair(act + t_last * nb, nb, n - t_last, pb);
+    }
     const int64_t chunk = groups ? ROW_CHUNK : r1 - r0; /* the stack path packs per group once */
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         const int64_t c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
         for (int64_t t0 = 0; t0 < n; t0 += 16) {
             const int64_t nt = n - t0 < 16 ? n - t0 : 16;
-            const int tw = nt <= 8 ? 8 : 16;
+            const int tw = pb && t0 == t_last ? 0 : nt <= 8 ? 8 : 16;
             if (tw != cur)
                 config(tw), cur = tw;
+            if (tw == 0) {
+                run_pairs(F, w, row_bytes, nb, pb, nt, y + t0 * ldy, ldy, c0, c1, t0 == 0);
+                continue;
+            }
             const amx_blk *p = groups ? groups + (t0 / 16) * nb : stack;
             if (!groups && stack)
                 pack_act(act + t0 * nb, nb, nt, stack);
@@ -323,13 +513,21 @@ static tq_qmv_q8_fn vnni_mv(int id)
             vnni_mv(FID)(w, row_bytes, k, act, n, y, ldy, r0, r1);                                 \
             return;                                                                                \
         }                                                                                          \
-        amx_blk stack[MAXB]; /* 44 KB */                                                            \
-        mm_amx(F, w, row_bytes, k / TQ_QK, NULL, act, stack, n, y, ldy, r0, r1);                   \
+        _Alignas(64) union {                                                                       \
+            amx_blk g[MAXB]; /* 44 KB */                                                           \
+            amx_pb p[MAXB];  /* 72 KB */                                                           \
+        } u;                                                                                       \
+        if (n <= 8)                                                                                \
+            mm_amx(F, w, row_bytes, k / TQ_QK, NULL, act, NULL, u.p, n, y, ldy, r0, r1);           \
+        else                                                                                       \
+            mm_amx(F, w, row_bytes, k / TQ_QK, NULL, act, u.g, NULL, n, y, ldy, r0, r1);           \
     }                                                                                              \
     static void gemm_amx_##name(const void *w, size_t row_bytes, int64_t k, const void *act,      \
                                 int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)          \
     {                                                                                              \
-        mm_amx(F, w, row_bytes, k / TQ_QK, act, NULL, NULL, n, y, ldy, r0, r1);                     \
+        _Alignas(64) amx_pb pb[MAXB];                                                              \
+        const int64_t nb = k / TQ_QK;                                                              \
+        mm_amx(F, w, row_bytes, nb, act, NULL, NULL, nb <= MAXB ? pb : NULL, n, y, ldy, r0, r1);  \
     }
 AMX_FORMAT(q8_0, F_Q8_0, TQ_GGML_Q8_0)
 AMX_FORMAT(q4_0, F_Q4_0, TQ_GGML_Q4_0)

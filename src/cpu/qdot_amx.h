@@ -11,8 +11,13 @@
  * up to 16 tokens (B, 8 x 4*16 bytes: the block's activations in the VNNI layout = qdot.h's
  * tq_q8p, packed once per call by qmatmul.c for gemm_q8, or on the stack per token group for
  * mv_q8), C = 16 x 16 int32. Two C tiles alternate, so the
- * tile product of block b+1 runs while the float part of block b does. Token groups of <= 8
- * tokens use 8-column tiles and two rows per zmm in the float part.
+ * tile product of block b+1 runs while the float part of block b does. A token group of <= 8
+ * tokens (the batched decode step; the last group of a prefill) runs as row pairs: A = 16 x 64
+ * bytes, tile row q = weight row q's block then weight row 16 + q's block; B = the block's
+ * activations twice, block-diagonal (rows 0..7: tokens in columns 0..7, rows 8..15: in columns
+ * 8..15), so C[q][t] = P_b(row q, t) and C[q][8 + t] = P_b(row 16 + q, t): one tile load pair,
+ * dot product and C store per 32 rows and block instead of per 16 (K = 64; the tile op count
+ * per block was the floor of the 8-column tile).
  *
  * Scope: gemm_q8 any n and k; mv_q8 k <= TQ_AMX_MAXK (the stack pack) and n >= TQ_AMX_MIN_N,
  * otherwise the AVX-512 VNNI kernel, so it takes any k and n too.

@@ -275,6 +275,23 @@ static tq_status cpu_attend(void *ctx, void *kvp, int il, int64_t pos0, const fl
     return TQ_OK;
 }
 
+static tq_status cpu_attend_batch(void *ctx, int il, const tq_be_attn *it, int n)
+{
+    tq_session *s = ctx;
+    tq_kvc_item ki[64];
+    for (int a0 = 0; a0 < n; a0 += 64) {
+        const int m = n - a0 < 64 ? n - a0 : 64;
+        for (int a = 0; a < m; a++) {
+            const tq_be_attn *e = &it[a0 + a];
+            ki[a] = (tq_kvc_item){e->kv, e->pos0, e->n, e->k, e->v, e->q, e->out};
+        }
+        tq_status st = tq_kvcache_attend_batch(ki, m, il, s->m->pool);
+        if (st)
+            return st;
+    }
+    return TQ_OK;
+}
+
 static void cpu_softcap(void *ctx, float *y, int64_t n, float c)
 {
     for (int64_t i = 0; i < n; i++)
@@ -289,5 +306,6 @@ const tq_backend tq_backend_cpu = {
     .bias = cpu_bias,
     .rope = cpu_rope,
     .attend = cpu_attend,
+    .attend_batch = cpu_attend_batch,
     .softcap = cpu_softcap,
 };
