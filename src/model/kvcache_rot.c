@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu/attn_rot.h"
+#include "cpu/kv_cpu.h"
 #include "kv/kv_internal.h"
 #include "model/kvcache.h"
 
@@ -18,6 +19,7 @@ typedef struct tq_kvc_rot {
     float iq4[16];              /* iq4_nl grid as floats (descriptor storage)          */
     float *kpairs, *vpairs;     /* the LM codes' pair tables (NULL for the other codes) */
     const tq_attn_rot_kernels *kern;
+    const tq_kv_kernels *kk;    /* encoder + rotation kernels (the reference's bytes)      */
     unsigned char *scratch;     /* n_threads x tq_attn_rot_scratch_bytes               */
     float *part;                /* decode partial states                               */
     float *qbuf;                /* ROT_QMAX x n_heads x head_dim rotated queries       */
@@ -61,8 +63,9 @@ static tq_status rot_put(tq_kvcache *c, int il, const float *ks, const float *vs
 {
     (void)il;
     (void)ctx;
-    tq_kv_rot_encode_row_ref(c->scheme.k_bits, 0, ks, c->head_dim, kd);
-    tq_kv_rot_encode_row_ref(c->scheme.v_bits, 1, vs, c->head_dim, vd);
+    const tq_kv_kernels *kk = ((tq_kvc_rot *)(void *)c)->kk;
+    tq_kv_rot_encode_row(kk, c->scheme.k_bits, 0, ks, c->head_dim, kd);
+    tq_kv_rot_encode_row(kk, c->scheme.v_bits, 1, vs, c->head_dim, vd);
     return TQ_OK;
 }
 
@@ -99,13 +102,13 @@ static void rot_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64
         for (int64_t i = 0; i < nq * nh; i++) {
             float *qr = r->qbuf + (size_t)i * hd;
             memcpy(qr, q + ((size_t)s0 * nh + (size_t)i) * hd, (size_t)hd * sizeof(float));
-            tq_kv_rot_apply(qr, hd, 0);
+            tq_kv_rot_apply_k(r->kk, qr, hd, 0);
         }
         float *o = out + (size_t)s0 * nh * hd;
         const tq_attn_rot_job j = job_of(r, il, nq, pos0 + s0, o);
         tq_attn_rot_run(&j, p);
         for (int64_t i = 0; i < nq * nh; i++) /* the one inverse rotation per output row */
-            tq_kv_rot_apply(o + (size_t)i * hd, hd, 1);
+            tq_kv_rot_apply_k(r->kk, o + (size_t)i * hd, hd, 1);
     }
 }
 
@@ -140,13 +143,13 @@ static void rot_unit(const tq_kvc_item *it, int il, int g, int ith)
         for (int h = g * group; h < (g + 1) * group; h++) {
             float *qr = r->qbuf + ((size_t)i * nh + h) * hd;
             memcpy(qr, it->q + ((size_t)i * nh + h) * hd, (size_t)hd * sizeof(float));
-            tq_kv_rot_apply(qr, hd, 0);
+            tq_kv_rot_apply_k(r->kk, qr, hd, 0);
         }
     const tq_attn_rot_job j = job_of(r, il, it->n, it->pos, it->out);
     tq_attn_rot_run_head(&j, g, r->scratch + (size_t)ith * tq_attn_rot_scratch_bytes(hd, group));
     for (int64_t i = 0; i < it->n; i++)
         for (int h = g * group; h < (g + 1) * group; h++)
-            tq_kv_rot_apply(it->out + ((size_t)i * nh + h) * hd, hd, 1);
+            tq_kv_rot_apply_k(r->kk, it->out + ((size_t)i * nh + h) * hd, hd, 1);
 }
 
 static void batch_task(void *ctx, int ith, int nth)
@@ -252,6 +255,7 @@ tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, 
                                          "head_dim %d with these codes", nm, head_dim);
     }
     r->kern = tq_attn_rot_kernels_for(tq_cpu_isa());
+    r->kk = tq_kv_kernels_get(tq_cpu_isa());
     const int group = n_heads / n_kv_heads;
     size_t per_k, per_v, sb;
     c->k = tq_calloc((size_t)n_layers, sizeof(*c->k));
