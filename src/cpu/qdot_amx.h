@@ -54,6 +54,14 @@ tq_qmv_q8_fn tq_qdot_amx_mv(int id);
  * any k), NULL when none. */
 tq_qmv_q8_fn tq_qdot_amx_gemm(int id);
 
+/* tq_qdot_amx_r16() -- the weights-as-B tile over r16 weights (cpu/qdot_r16.h: Q4_0, Q4_1, Q8_0;
+ * a tq_qmv_q8_fn over tq_q8a activations, r0 and r1 multiples of 16, the r16 B rows read in
+ * place, scales without a gather) for 1..8 tokens (more, or k above TQ_AMX_MAXK: the r16
+ * AVX512-VNNI kernel); NULL when none or not built. Runs only where tq_cpu_amx() said yes.
+ * qmatmul.c takes it for 2..8 tokens (TQ_AMX_R16_MIN_N). */
+tq_qmv_q8_fn tq_qdot_amx_r16(int id);
+#define TQ_AMX_R16_MIN_N 2
+
 /* tq_qdot_amx_register() -- when tq_cpu_amx() and format id has an AMX tile: k->mv_q8 = the
  * tile (n < TQ_AMX_MIN_N and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = the tile over
  * tq_q8p (qmatmul.c takes it from 8 tokens), k->isa_q8 = "amx-int8". Called from formats_cpu.c once per format, after the
