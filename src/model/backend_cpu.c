@@ -133,7 +133,8 @@ static tq_status cpu_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, in
         float *out = x + (size_t)t * dim;
         const size_t off = (size_t)tok[t] * (size_t)dim;
         if (q && q->f) { /* native: decode the one row (the dequantize-at-load values) */
-            q->f->k.dequant((const uint8_t *)q->w + (size_t)tok[t] * q->row_bytes, out, dim);
+            _Alignas(64) uint8_t row[TQ_QMM_R16_ROW_MAX]; /* an r16 row's file bytes */
+            q->f->k.dequant(tq_qmm_file_row(q, tok[t], row), out, dim);
         } else if (e->dtype == TQ_DTYPE_F32) {
             memcpy(out, (const float *)e->w + off, (size_t)dim * sizeof(float));
         } else {

@@ -123,8 +123,9 @@ static tq_status host_bf16(const tq_model *m, const void *dense, const tq_qmat *
                        (long long)rows, (long long)cols);
     }
     for (int64_t r = 0; r < rows; r++) {
+        _Alignas(64) uint8_t fr[TQ_QMM_R16_ROW_MAX]; /* an r16 row's file bytes */
         if (nat)
-            q->f->dequant_ref((const uint8_t *)q->w + (size_t)r * q->row_bytes, row, cols);
+            q->f->dequant_ref(tq_qmm_file_row(q, r, fr), row, cols);
         else if (m->wtype == TQ_DTYPE_F32)
             memcpy(row, (const float *)dense + r * cols, (size_t)cols * 4);
         else
@@ -166,7 +167,16 @@ static tq_status up_mat(tq_cuda_session *s, const tq_model *m, const void *dense
     tq_status st;
     if (gpu_view(q, (const void *)(uintptr_t)256 /* cudaMalloc's alignment */, &v) && s->n_qm < s->cap_qm) {
         const size_t bytes = (size_t)q->rows * q->row_bytes;
-        if ((st = up(s, q->w, bytes, dst)))
+        void *fr = NULL; /* an r16 matrix (cpu/qdot_r16.h) goes up in the file's rows */
+        if (q->r16) {
+            if (!(fr = tq_aligned_alloc(bytes)))
+                return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory (%zu bytes)",
+                               bytes);
+            tq_qmm_file_rows(q, 0, q->rows, fr);
+        }
+        st = up(s, fr ? fr : q->w, bytes, dst);
+        tq_free(fr);
+        if (st)
             return st;
         v.w = *dst;
         s->qm[s->n_qm] = v;
