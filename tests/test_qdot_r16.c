@@ -86,8 +86,8 @@ static void test_one(int t, int64_t k)
                     if (memcmp(&got, &want, 4)) {
                         if (!bad)
                             fprintf(stderr, "  %s k=%lld n=%lld row %lld tok %lld: %.9g vs %.9g\n",
-                                    name, (long long)k, (long long)n, (long long)r,
-                                    (long long)tok, got, want);
+                                    name, (long long)k, (long long)n, (long long)r, (long long)tok,
+                                    got, want);
                         bad++;
                     }
                 }
@@ -109,7 +109,7 @@ static void test_one(int t, int64_t k)
         tq_qmm_act_bytes(k, 20, &sa, &sk);
         void *act = tq_aligned_alloc(sa);
         float *yy = malloc(sizeof(float) * rows * 20);
-        static const int64_t ns[] = {1, 3, 7, 8, 16, 20};
+        static const int64_t ns[] = {1, 3, 4, 5, 7, 8, 16, 20};
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
             const int64_t n = ns[ni];
             const tq_qmm_out o[2] = {{&W, yy, rows}, {&W2, y2, rows}};

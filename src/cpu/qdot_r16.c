@@ -23,9 +23,9 @@ static void move_block(int id, uint8_t *blk, uint8_t *g, int64_t nb, int64_t b, 
     size_t hb, qb;
     uint8_t x;
     geom(id, &hb, &qb, &x);
-    uint8_t *gq = g + (size_t)b * 16 * qb;                     /* the block's quant dwords */
+    uint8_t *gq = g + (size_t)b * 16 * qb;                        /* the block's quant dwords */
     uint8_t *gh = g + (size_t)nb * 16 * qb + (size_t)b * 16 * hb; /* its f16 fields       */
-    for (size_t h = 0; h < hb; h += 2) { /* f16 fields: 16 rows of each */
+    for (size_t h = 0; h < hb; h += 2) {                          /* f16 fields: 16 rows of each */
         uint8_t *f = gh + 16 * h + 2 * (size_t)r;
         if (dir)
             memcpy(f, blk + h, 2);

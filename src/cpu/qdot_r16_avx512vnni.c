@@ -18,9 +18,8 @@ enum { CB = 256 };
 #ifndef R16_PF
 #define R16_PF 4096
 #endif
-static inline __attribute__((always_inline)) void r16_group(int F, const uint8_t *g, int64_t nb,
-                                                            const tq_q8a *a, const int32_t *cor,
-                                                            float *y)
+static inline __attribute__((always_inline)) void
+r16_group(int F, const uint8_t *g, int64_t nb, const tq_q8a *a, const int32_t *cor, float *y)
 {
     const size_t qb = F == TQ_GGML_Q8_0 ? 512 : 256; /* quant bytes of a group block */
     const size_t hb = F == TQ_GGML_Q4_1 ? 64 : 32;   /* header bytes of a group block */
@@ -78,9 +77,10 @@ static inline __attribute__((always_inline)) void r16_mv(int F, const void *w, s
         if (mul)
             for (int64_t b = 0; b < nb; b++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)a[b].qs);
-                const __m256i s = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
-                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
+                                                    _mm256_set1_epi16(1));
+                __m128i h =
+                    _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
                 h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
                 h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 1));
                 cor[b] = mul * _mm_cvtsi128_si32(h);
@@ -94,11 +94,11 @@ static inline __attribute__((always_inline)) void r16_mv(int F, const void *w, s
     }
 }
 
-#define R16_FN(F, name)                                                                          \
-    static void r16_mv_##name(const void *w, size_t row_bytes, int64_t k, const void *act,       \
-                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)          \
-    {                                                                                            \
-        r16_mv(F, w, row_bytes, k, act, n, y, ldy, r0, r1);                                      \
+#define R16_FN(F, name)                                                                            \
+    static void r16_mv_##name(const void *w, size_t row_bytes, int64_t k, const void *act,         \
+                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)            \
+    {                                                                                              \
+        r16_mv(F, w, row_bytes, k, act, n, y, ldy, r0, r1);                                        \
     }
 R16_FN(TQ_GGML_Q4_0, q4_0)
 R16_FN(TQ_GGML_Q4_1, q4_1)

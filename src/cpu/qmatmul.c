@@ -82,6 +82,12 @@ static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int6
  * gemm_q8 tile (packed activations) takes the product instead of mv_q8 */
 #define QMM_QACT_PAR 16
 #define QMM_GEMM_MIN 8
+/* tokens up to which an r16 matrix runs the r16 kernel (a pass per token over the group, from L1);
+ * from 5 the AMX / VNNI tiles on the unpacked view are as fast or faster. Best of 5 x 300 calls,
+ * 1536 x 576, 1 thread, loaded box, us, main's AMX mv / r16: Q4_0 n=1 38.7 / 6.7, n=2 72.1 / 13.4,
+ * n=4 54.6 / 26.8, n=5 54.9 / 45.3, n=8 56.0 / 80.8; Q4_1 n=4 62.0 / 29.7, n=5 56.9 / 57.4; Q8_0
+ * n=1 20.6 / 7.4, n=4 42.2 / 28.0, n=5 45.6 / 49.0 */
+#define QMM_R16_MAX_N 4
 
 typedef struct qact_job {
     const float *x;
@@ -151,14 +157,15 @@ static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t 
         return;
     }
     if (j->n >= TQ_AMX_R16_MIN_N && j->n <= 8 && !j->act_f32 && tq_cpu_amx()) {
-        /* a batched decode step: the AMX tile reads the r16 groups in place */
+        /* a batched decode step of 4..8 tokens: the AMX tile reads the r16 groups in place
+         * (instead of the r16 kernel's pass per token or the unpacked view) */
         const tq_qmv_q8_fn amx = tq_qdot_amx_r16(W->f->id);
         if (amx) {
             amx(W->w, W->row_bytes, W->cols, j->act_a, j->n, o->y, o->ldy, r0, r1);
             return;
         }
     }
-    if (j->n < QMM_GEMM_MIN && !j->act_f32) { /* decode: the r16 kernel (r0, r1: whole groups) */
+    if (j->n <= QMM_R16_MAX_N && !j->act_f32) { /* decode: the r16 kernel (r0, r1: whole groups) */
         tq_r16_mv_avx512(W->f->id)(W->w, W->row_bytes, W->cols, j->act_a, j->n, o->y, o->ldy, r0,
                                    r1);
         return;

@@ -65,9 +65,9 @@ tq_status tq_forward_run(const tq_fwd_weights *fw, const tq_backend *be, void *c
             be->rmsnorm(ctx, r->q, r->q, w->q_norm, (int64_t)n * nh, hd, eps, p1);
             be->rmsnorm(ctx, r->k, r->k, w->k_norm, (int64_t)n * nkv, hd, eps, p1);
         }
-        /* several sequences: every one's RoPE, then their appends + attention in one call
-         * when the backend has it (the cache spreads all of them over its threads) */
-        const int together = n_seq > 1 && be->attend_batch;
+        /* every sequence's RoPE, then their appends + attention in one call when the backend
+         * has it (the cache spreads all of them over its threads, a lone sequence's too) */
+        const int together = be->attend_batch != NULL;
         tq_be_attn ai[TQ_BATCH_MAX];
         for (int j = 0, t = 0; j < n_seq; t += seq[j++].n) {
             be->rope(ctx, r->q + (size_t)t * qd, nh, r->k + (size_t)t * kvd, nkv, seq[j].n, hd,

@@ -171,6 +171,7 @@ static tq_status rot_batch_run(const tq_kvc_item *it, int n, int il, tq_pool *po
     rot_batch b = {.it = it, .il = il};
     tq_kvc_item small[BMAX];
     tq_pool *p = pool;
+    double work = 0.0;
     for (int a = 0; a < n; a++) { /* decode-sized items join the shared job */
         tq_kvcache *c = it[a].c;
         if (it[a].n > TQ_ROT_QD || b.n == BMAX)
@@ -185,12 +186,13 @@ static tq_status rot_batch_run(const tq_kvc_item *it, int n, int il, tq_pool *po
         small[b.n] = it[a];
         b.uoff[b.n + 1] = b.uoff[b.n] + c->n_kv_heads;
         b.cost[b.n] = (double)it[a].n * (double)(keys + 64) * (double)(c->n_heads / c->n_kv_heads);
+        work += (double)it[a].n * (double)keys * (double)c->n_heads * (double)c->head_dim;
         b.total += b.cost[b.n] * (double)c->n_kv_heads;
         b.n++;
     }
     b.it = small;
-    if (b.n)
-        tq_pool_run(p, batch_task, &b);
+    if (b.n) /* little work (short windows): the caller alone, as tq_attn_rot_run() decides */
+        tq_pool_run(work >= 32768.0 ? p : NULL, batch_task, &b);
     for (int a = 0, m = 0; a < n; a++) { /* the others alone */
         if (it[a].n <= TQ_ROT_QD && m < BMAX) {
             m++;
