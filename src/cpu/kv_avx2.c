@@ -181,19 +181,31 @@ static void fwht256(float *u, int n)
  * never wins), the first element of that |x|, the reference's halving index search (boundaries
  * gathered), products rounded one by one; the two refit sums in scalar, in element order. */
 
-static inline __m256i lm_index8(const tq_kv_lm_desc *c, __m256 x)
+/* iv[v] = the indices of x[v] * inv for v < nv, the nv searches in lockstep (the step sizes do
+ * not depend on the data), so their dependent gathers overlap */
+static inline void lm_index8(const tq_kv_lm_desc *c, const __m256 *x, __m256 inv, int nv,
+                             __m256i *iv)
 {
-    __m256i lo = _mm256_setzero_si256();
+    __m256 tv[8];
+    for (int v = 0; v < nv; v++) {
+        tv[v] = _mm256_mul_ps(x[v], inv);
+        iv[v] = _mm256_setzero_si256();
+    }
     int len = c->levels - 1;
     while (len > 1) {
         const int h = len / 2;
-        const __m256 b = _mm256_i32gather_ps(c->bnd, _mm256_add_epi32(lo, _mm256_set1_epi32(h - 1)), 4);
-        const __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(x, b, _CMP_GT_OQ));
-        lo = _mm256_add_epi32(lo, _mm256_and_si256(gt, _mm256_set1_epi32(h)));
+        const __m256i hv = _mm256_set1_epi32(h), h1 = _mm256_set1_epi32(h - 1);
+        for (int v = 0; v < nv; v++) {
+            const __m256 b = _mm256_i32gather_ps(c->bnd, _mm256_add_epi32(iv[v], h1), 4);
+            const __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(tv[v], b, _CMP_GT_OQ));
+            iv[v] = _mm256_add_epi32(iv[v], _mm256_and_si256(gt, hv));
+        }
         len -= h;
     }
-    const __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_i32gather_ps(c->bnd, lo, 4), _CMP_GT_OQ));
-    return _mm256_sub_epi32(lo, gt); /* gt lanes are -1 */
+    for (int v = 0; v < nv; v++) { /* gt lanes are -1 */
+        const __m256 b = _mm256_i32gather_ps(c->bnd, iv[v], 4);
+        iv[v] = _mm256_sub_epi32(iv[v], _mm256_castps_si256(_mm256_cmp_ps(tv[v], b, _CMP_GT_OQ)));
+    }
 }
 
 static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
@@ -229,13 +241,13 @@ static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
         __m256i iv[8];
         uint8_t idx[64];
         if (mf == 0.0f || !isfinite(mf)) {
-            const __m256i z = lm_index8(c, _mm256_setzero_ps());
+            const __m256 zero = _mm256_setzero_ps();
+            __m256i z;
+            lm_index8(c, &zero, zero, 1, &z);
             for (int v = 0; v < nv; v++)
                 iv[v] = z;
         } else {
-            __m256 inv = _mm256_set1_ps(1.0f / mf);
-            for (int v = 0; v < nv; v++)
-                iv[v] = lm_index8(c, _mm256_mul_ps(xv[v], inv));
+            lm_index8(c, xv, _mm256_set1_ps(1.0f / mf), nv, iv);
             for (int r = 0; r < c->refits; r++) {
                 float pn[64], pd[64], num, den;
                 for (int v = 0; v < nv; v++) {
@@ -249,11 +261,8 @@ static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
                 if (nf == 0.0f || !isfinite(nf))
                     break;
                 sh = nh;
-                if (r + 1 < c->refits) {
-                    inv = _mm256_set1_ps(1.0f / nf);
-                    for (int v = 0; v < nv; v++)
-                        iv[v] = lm_index8(c, _mm256_mul_ps(xv[v], inv));
-                }
+                if (r + 1 < c->refits)
+                    lm_index8(c, xv, _mm256_set1_ps(1.0f / nf), nv, iv);
             }
         }
         for (int v = 0; v < nv; v++) {

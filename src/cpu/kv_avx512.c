@@ -170,19 +170,29 @@ static inline __m512 lm_bnd(const tq_kv_lm_desc *c, const lm_tabs *t, __m512i i)
     return t->small_b ? _mm512_permutex2var_ps(t->b0, i, t->b1) : _mm512_i32gather_ps(i, c->bnd, 4);
 }
 
-static inline __m512i lm_index16(const tq_kv_lm_desc *c, const lm_tabs *t, __m512 x)
+/* iv[v] = the indices of t[v] = x[v] * inv for v < nv, the nv searches in lockstep (the step
+ * sizes do not depend on the data), so their dependent gathers overlap */
+static inline void lm_index16(const tq_kv_lm_desc *c, const lm_tabs *t, const __m512 *x,
+                              __m512 inv, int nv, __m512i *iv)
 {
-    __m512i lo = _mm512_setzero_si512();
+    __m512 tv[4];
+    for (int v = 0; v < nv; v++) {
+        tv[v] = _mm512_mul_ps(x[v], inv);
+        iv[v] = _mm512_setzero_si512();
+    }
     int len = c->levels - 1;
     while (len > 1) {
         const int h = len / 2;
-        const __m512 b = lm_bnd(c, t, _mm512_add_epi32(lo, _mm512_set1_epi32(h - 1)));
-        lo = _mm512_mask_add_epi32(lo, _mm512_cmp_ps_mask(x, b, _CMP_GT_OQ), lo,
-                                   _mm512_set1_epi32(h));
+        const __m512i hv = _mm512_set1_epi32(h), h1 = _mm512_set1_epi32(h - 1);
+        for (int v = 0; v < nv; v++) {
+            const __m512 b = lm_bnd(c, t, _mm512_add_epi32(iv[v], h1));
+            iv[v] = _mm512_mask_add_epi32(iv[v], _mm512_cmp_ps_mask(tv[v], b, _CMP_GT_OQ), iv[v], hv);
+        }
         len -= h;
     }
-    return _mm512_mask_add_epi32(lo, _mm512_cmp_ps_mask(x, lm_bnd(c, t, lo), _CMP_GT_OQ), lo,
-                                 _mm512_set1_epi32(1));
+    for (int v = 0; v < nv; v++)
+        iv[v] = _mm512_mask_add_epi32(iv[v], _mm512_cmp_ps_mask(tv[v], lm_bnd(c, t, iv[v]), _CMP_GT_OQ),
+                                      iv[v], _mm512_set1_epi32(1));
 }
 
 static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
@@ -228,13 +238,13 @@ static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
         __m512i iv[4];
         uint8_t idx[64];
         if (mf == 0.0f || !isfinite(mf)) {
-            const __m512i z = lm_index16(c, &t, _mm512_setzero_ps());
+            const __m512 zero = _mm512_setzero_ps();
+            __m512i z;
+            lm_index16(c, &t, &zero, zero, 1, &z);
             for (int v = 0; v < nv; v++)
                 iv[v] = z;
         } else {
-            __m512 inv = _mm512_set1_ps(1.0f / mf);
-            for (int v = 0; v < nv; v++)
-                iv[v] = lm_index16(c, &t, _mm512_mul_ps(xv[v], inv));
+            lm_index16(c, &t, xv, _mm512_set1_ps(1.0f / mf), nv, iv);
             for (int r = 0; r < c->refits; r++) {
                 float pn[64], pd[64], num, den;
                 for (int v = 0; v < nv; v++) {
@@ -249,11 +259,8 @@ static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
                 if (nf == 0.0f || !isfinite(nf))
                     break;
                 sh = nh;
-                if (r + 1 < c->refits) {
-                    inv = _mm512_set1_ps(1.0f / nf);
-                    for (int v = 0; v < nv; v++)
-                        iv[v] = lm_index16(c, &t, _mm512_mul_ps(xv[v], inv));
-                }
+                if (r + 1 < c->refits)
+                    lm_index16(c, &t, xv, _mm512_set1_ps(1.0f / nf), nv, iv);
             }
         }
         for (int v = 0; v < nv; v++)
