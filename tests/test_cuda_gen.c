@@ -591,12 +591,15 @@ static float bf16r(float x)
     return x;
 }
 
-/* max over rows of ||v - ref|| / ||ref||, ref = Wv (x / rms(x) * g) in float64 */
+/* max over rows of ||v - ref|| / ||ref||, ref = Wv (x / rms(x) * g) in float64, x = the
+ * embedding row as the session holds it (bf16) */
 static double v_err(const kept *kp, const int32_t *tok, int n, const float *v, int dim, int kvd)
 {
     double worst = 0.0;
+    float x[576];
     for (int t = 0; t < n; t++) {
-        const float *x = kp->emb + (size_t)tok[t] * dim;
+        for (int i = 0; i < dim && i < 576; i++)
+            x[i] = bf16r(kp->emb[(size_t)tok[t] * dim + i]);
         double ss = 0.0;
         for (int i = 0; i < dim; i++)
             ss += (double)x[i] * x[i];
