@@ -45,6 +45,8 @@
 #   exact     issue 16 item 6: test_cuda_gen (parts 6-7: exact K/V inputs, drift per input rule,
 #             the native wide head) + memcheck (EXACT_SAN: the tools) of test_cuda_gen --quick;
 #             test_cuda_qgemv --quick + memcheck (the wide kernel on 16-byte padded rows)
+#   pvx       diagnostic build with the turbo P.V in ~fp32 (TQC_PV_EXACT=1): test_cuda_gen's
+#             drift per input rule, test_cuda_kv --quick turbo k8v3 errors vs this build's
 #   stepab    (needs the model) decode tok/s A/B in one visit, two rounds in alternating order:
 #             bf16 weights default / --enc-two (K and V encoded in two launches, before 4df7c24) /
 #             --inputs bf16 / --inputs f32; native weights default (wide head) / --no-wide-head /
@@ -397,6 +399,21 @@ PY
             > $w/exact_qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/exact_qgemv_memcheck.log
         pack
         ;;
+    pvx)
+        # issue 16 item 6, what remains: the turbo attention's P.V in ~fp32 (TQC_PV_EXACT=1, a
+        # diagnostic build) -- test_cuda_gen's drift per input rule and test_cuda_kv's errors
+        cfg build/v-pvx "-DTQC_PV_EXACT=1" && cmake --build build/v-pvx -j 16 --target test_cuda_gen test_cuda_kv \
+            > $w/build_pvx.log 2>&1 || { echo "pvx build failed"; tail -20 $w/build_pvx.log; continue; }
+        el "pvx build done"
+        timeout 200 build/v-pvx/tests/test_cuda_gen > $w/pvx_gen.log 2>&1; echo "test_cuda_gen (TQC_PV_EXACT=1) rc=$?"
+        grep "drift\|exact K/V\|passed\|FAIL" $w/pvx_gen.log
+        for v in "default|$B" "pvx|build/v-pvx"; do
+            IFS='|' read -r tag bd <<< "$v"
+            timeout 200 $bd/tests/test_cuda_kv --quick > $w/pvx_kv_$tag.log 2>&1; echo "test_cuda_kv --quick ($tag) rc=$?"
+            grep "^attend turbo:k8v3" $w/pvx_kv_$tag.log | awk '{print $NF}' | sort -g | awk '{a[NR]=$1} END {print "  turbo:k8v3 attend rel err: n " NR ", median " a[int((NR+1)/2)] ", max " a[NR]}'
+        done
+        pack
+        ;;
     stepab)
         [ -f "$model" ] || { echo "no model $model"; continue; }
         vs=("def|" "enc2|--enc-two" "inbf16|--inputs bf16" "inf32|--inputs f32" "nat|--weights native"
@@ -415,7 +432,7 @@ PY
         ;;
     fwdncu)
         [ -f "$model" ] || { echo "no model $model"; continue; }
-        for wv in "bf16|" "native|" "native|--no-wide-head"; do
+        for wv in ${NCU_VARIANTS:-"bf16|" "native|" "native|--no-wide-head"}; do
             IFS='|' read -r wt fl <<< "$wv"
             timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-count ${NCU_N:-250} \
                 $TQ bench --cuda -m "$model" --weights $wt --kv bf16 --depths 0 --decode 1 --no-graph $fl \
