@@ -36,9 +36,11 @@
  *     CPU bf16 cache's argmax, caches bf16 / kv8 / turbo k8v3 against the CPU's same scheme, for
  *     each input rule (bf16, K/V f32, all f32): printed (KL mean / max, top-1); bounds as
  *     test_cuda_fwd (bf16 max KL < 0.01; quantized mean KL < 0.1, top-1 >= 85%: not for bf16
- *     inputs, printed only), and with all-f32 inputs every scheme's mean KL < 1e-3 (the CPU
- *     alone, bench/cuda/cpu_drift.c: another summation order 2e-6 for turbo k8v3, bf16-rounded
- *     activations 5e-3). Then the same file with native weights: the Q8_0 head through the wide
+ *     inputs, printed only); with all-f32 inputs the bf16 cache's max KL < 1e-5 (the CPU alone,
+ *     bench/cuda/cpu_drift.c: another f32 summation order 1.9e-7, bf16-rounded activations
+ *     1.3e-5); the turbo k8v3 mean KL with f32 K/V inputs and with all f32 < 0.8x that with bf16
+ *     inputs (measured 2026-12-03, H200: 2.2e-3 -> 1.1e-3 / 7.2e-4; the rest is the attention
+ *     kernel's own error, docs/results.md). Then the same file with native weights: the Q8_0 head through the wide
  *     kernel vs the decode job (max KL < 1e-3, same top-1) and vs the CPU (< 0.05). */
 #include <float.h>
 #include <math.h>
@@ -826,6 +828,7 @@ static void drift_by_inputs(void)
         }
         tq_session_free(c);
     }
+    double turbo_mean[3] = {0, 0, 0};
     for (int k = 0; k < 3 && lc; k++) {
         printf("drift GPU vs CPU (same scheme), random SmolLM2-shape model, 64 + %d positions, GPU inputs %-8s:",
                steps, M[k].name);
@@ -859,12 +862,20 @@ static void drift_by_inputs(void)
             else if (M[k].in != TQ_CUDA_IN_BF16) /* bf16 inputs: printed only (the drift being fixed) */
                 CHECK(n && sum / n < 0.1 && top1 >= (int)(0.85 * n), "%s inputs, %s: mean KL %.3e, top-1 %d/%d",
                       M[k].name, schemes[si], n ? sum / n : 0.0, top1, n);
-            if (M[k].in == TQ_CUDA_IN_F32) /* the CPU's own f32 activations everywhere: the drift of
-                                            * another summation order (CPU avx2 vs avx512: 2e-6) */
-                CHECK(n && sum / n < 1e-3, "all-f32 inputs, %s: mean KL %.3e >= 1e-3", schemes[si], n ? sum / n : 0.0);
+            if (M[k].in == TQ_CUDA_IN_F32 && si == 0) /* f32 activations everywhere: the bf16 cache then
+                                                       * drifts like another f32 summation order (CPU
+                                                       * avx2 vs avx512: 1.9e-7; measured 2.1e-7) */
+                CHECK(worst < 1e-5, "all-f32 inputs, bf16 cache: max KL %.3e >= 1e-5", worst);
+            if (si == 2)
+                turbo_mean[k] = n ? sum / n : 1.0;
         }
         printf("\n");
     }
+    /* the fix: f32 K/V inputs halve the turbo drift (measured 2026-12-03: 2.2e-3 -> 1.1e-3, all f32
+     * 7.2e-4; what remains is the attention kernel's own ~2-8e-4 relative error, test_cuda_kv) */
+    CHECK(turbo_mean[1] < 0.8 * turbo_mean[0] && turbo_mean[2] < 0.8 * turbo_mean[0],
+          "turbo drift with f32 K/V inputs %.3e / all f32 %.3e not below 0.8x bf16 inputs' %.3e", turbo_mean[1],
+          turbo_mean[2], turbo_mean[0]);
     free(lc);
     free(lg);
     tq_model_free(m);
