@@ -25,6 +25,7 @@
 #include "cpu/matvec.h"
 #include "cpu/qdot.h"
 #include "cpu/qdot_amx.h"
+#include "cpu/qdot_r16.h"
 #include "turboquant.h"
 
 enum { PATH_Q8, PATH_F32, PATH_BF16, PATH_GEMM };
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
         reps = 1;
     static const int fmts[] = {TQ_GGML_Q8_0, TQ_GGML_Q4_0, TQ_GGML_Q4_1, TQ_GGML_Q5_0,
                                TQ_GGML_Q5_1, TQ_GGML_Q4_K, TQ_GGML_Q5_K, TQ_GGML_Q6_K};
-    const tq_qdot_kernels *isa[5];
+    const tq_qdot_kernels *isa[6];
     int n_isa = tq_qdot_all(isa, 4);
     static tq_qdot_kernels amx; /* the AMX tiles (cpu/qdot_amx.h) over the AVX512-VNNI table */
     if (tq_cpu_amx() && n_isa > 0 && tq_qdot_avx512()) {
@@ -129,6 +130,16 @@ int main(int argc, char **argv)
             amx.mv_q8[t] = tq_qdot_amx_mv(t);
         }
         isa[n_isa++] = &amx;
+    }
+    static tq_qdot_kernels r16; /* the r16 layout's decode kernel (cpu/qdot_r16.h), its own copy */
+    if (tq_r16_mv(TQ_GGML_Q4_0)) {
+        r16 = *tq_qdot_avx512();
+        r16.isa = "r16";
+        for (int t = 0; t < TQ_FMT_LIMIT; t++) {
+            r16.gemm_q8[t] = NULL;
+            r16.mv_q8[t] = tq_r16_format(t) ? tq_r16_mv(t) : NULL;
+        }
+        isa[n_isa++] = &r16;
     }
     const tq_mm_kernels *mms[8];
     const int n_mm = tq_mm_all(mms, 8);
@@ -180,9 +191,18 @@ int main(int argc, char **argv)
                         t == TQ_GGML_Q5_K)
                         tq_wr16(p + 2, tq_f32_to_f16(t >= TQ_GGML_Q4_K ? 1e-4f : -0.01f));
                 }
+                uint8_t *wr = NULL; /* the r16 copy */
+                if (r16.isa && tq_r16_format(t) && m % 16 == 0 && (wr = malloc(rb * m)))
+                    for (int64_t g = 0; g < m; g += 16)
+                        tq_r16_pack(t, w + (size_t)g * rb, k / 32, wr + (size_t)g * rb);
                 job cfg[MAXCFG];
                 int nc = 0;
                 for (int i = 0; i < n_isa; i++) {
+                    if (isa[i] == &r16) {
+                        if (wr)
+                            cfg[nc++] = (job){PATH_Q8, isa[i], mm, t, wr, rb, m, k, ntok, x, a, y, pk};
+                        continue;
+                    }
                     for (int p = PATH_Q8; p <= PATH_F32 && isa[i]->mv_q8[t] && !q8only; p++)
                         cfg[nc++] = (job){p, isa[i], mm, t, w, rb, m, k, ntok, x, a, y, pk};
                     if (q8only && isa[i]->mv_q8[t] && i > 0)
@@ -239,6 +259,7 @@ int main(int argc, char **argv)
                 free(ts);
                 free(tc);
                 free(w);
+                free(wr);
             }
             tq_pool_free(pool);
         }

@@ -104,6 +104,12 @@ TQ_API int tq_cpu_amx(void);
  * at start (with tq_cpu_select(), before any model is loaded). The tq tool maps TQ_CPU=avx512vnni
  * (and --cpu avx512vnni) to avx512 without AMX. */
 TQ_API void tq_cpu_set_amx(int allow);
+/* tq_cpu_r16() / tq_cpu_set_r16() -- whether models loaded from now on may repack their Q4_0 /
+ * Q4_1 / Q8_0 matrices at load into the r16 layout (16 rows interleaved, docs/FORMAT.md "r16";
+ * decode reads it with AVX512-VNNI): 1 (the default) or 0 (the file's rows). Process-wide; same
+ * results either way (bit for bit). The tq tool maps TQ_R16=0 to 0. */
+TQ_API int tq_cpu_r16(void);
+TQ_API void tq_cpu_set_r16(int allow);
 
 /* ---- log ------------------------------------------------------------------------------------ */
 /* Messages the library prints to stderr ("tq: warning: ..."), by level. */

@@ -12,3 +12,8 @@ add_test(NAME scripts_no_abs_paths COMMAND sh -c
     --include=*.md --include=*.c --include=*.h
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(scripts_no_abs_paths PROPERTIES LABELS fast)
+# scripts/llamacpp/bench.py (issue 14's peer timing by llama-bench) against a fake llama-bench and a
+# fake tq: the arguments it passes, medians, each ratio against the faster flash-attention setting.
+add_test(NAME scripts_llamacpp_bench COMMAND python3 scripts/llamacpp/test_bench.py
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(scripts_llamacpp_bench PROPERTIES LABELS fast)

@@ -7,6 +7,8 @@ tq_test(test_qdot LABELS fast TIMEOUT 900)
 tq_test(test_act LABELS fast)
 # The AMX int8 tiles (cpu/qdot_amx.h) == the per-block q8 spec bit for bit; skips without AMX.
 tq_test(test_qdot_amx LABELS fast)
+# The r16 layout of Q4_0/Q4_1/Q8_0 (cpu/qdot_r16.h): pack/unpack, its decode kernel and the driver == the spec.
+tq_test(test_qdot_r16 LABELS fast)
 add_executable(qdot_bench ${PROJECT_SOURCE_DIR}/bench/qdot_bench.c)
 target_include_directories(qdot_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_definitions(qdot_bench PRIVATE _GNU_SOURCE)

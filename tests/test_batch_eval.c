@@ -1,6 +1,6 @@
 /* test_batch_eval.c -- tq_batch_eval() (several sessions in one forward pass) against the
  * oracle of each session evaluated alone with tq_session_eval(): on the four tiny random models
- * (tests/data/tiny), f32 and bf16 weights, f32 / bf16 / turbo caches, N sessions with prompts
+ * (tests/data/tiny), f32 and bf16 weights, f32 / bf16 / turbo / rot: caches, N sessions with prompts
  * of different lengths decode greedily together while the active set changes every step and a
  * prompt chunk of one or two other sessions rides along in the same pass (the server prefills
  * several prompts in one step); every logits row must be
@@ -186,10 +186,11 @@ static void run(const char *path, tq_dtype wt, const char *kv_name)
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_batch_eval");
-    const char *kvs[] = {"f32", "bf16", "turbo"};
+    /* rot: the default scheme (its caches run a batch's sequences in one job: kvcache_rot.c) */
+    const char *kvs[] = {"f32", "bf16", "turbo", "rot:l181g64/l32g64"};
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
         for (int w = 0; w < 2; w++)
-            for (int k = 0; k < 3; k++)
+            for (int k = 0; k < 4; k++)
                 run(models[i], w ? TQ_DTYPE_BF16 : TQ_DTYPE_F32, kvs[k]);
     return t_done();
 }

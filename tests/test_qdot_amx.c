@@ -4,7 +4,8 @@
  *     tq_iq4nl_scalar()), for n = 1..20, 23, 33 tokens (8- and 16-column tiles, padded token
  *     groups, several groups), k = 32 .. 2048 and one k above TQ_AMX_MAXK (the fallback), rows
  *     [r0, r1) with odd counts and a tail group; nothing written outside those rows and tokens;
- *     gemm_q8 over 600 rows x 37 tokens too (several row chunks and token groups);
+ *     gemm_q8 and mv_q8 over 600 rows x 37, 8 and 5 tokens too (several row chunks and token
+ *     groups; a group of <= 8 tokens runs as row pairs: 32 rows per tile product);
  *  2. the format table: with tq_cpu_amx(), the 32-formats' q8 kernel is named "amx-int8".
  * SKIPS (exit 77) with the reason when the library was built without AMX or this CPU/OS does not
  * grant it (CI machines need not have AMX). */
@@ -178,10 +179,11 @@ static void check_format(const fmt *f)
            bad_ref ? "NO" : "yes", bad_lib ? "NO" : "yes");
 }
 
-/* gemm_q8 over more rows than one chunk of the packed path (256 rows) and several token groups */
-static void check_chunks(const fmt *f)
+/* gemm_q8 and mv_q8 over more rows than one chunk of the packed path (256 rows), N tokens (37:
+ * several token groups, the last one of 5 tokens as row pairs; 8 and 5: one group as row pairs) */
+static void check_chunks(const fmt *f, int N)
 {
-    enum { R = 600, NB = 3, N = 37 };
+    enum { R = 600, NB = 3 };
     const int64_t k = 32 * NB;
     const size_t rb = (size_t)NB * (size_t)f->bytes;
     uint8_t *w = malloc(R * rb);
@@ -207,6 +209,11 @@ static void check_chunks(const fmt *f)
     tq_qdot_amx_gemm(f->id)(w, rb, k, pk, N, y1, R, 5, R - 3);
     CHECK_MEMEQ(y0, y1, sizeof(float) * N * R, "%s: gemm_q8 over %d rows x %d tokens", f->name, R,
                 N);
+    for (int i = 0; i < N * R; i++)
+        y1[i] = -7.0f;
+    tq_qdot_amx_mv(f->id)(w, rb, k, a, N, y1, R, 5, R - 3);
+    CHECK_MEMEQ(y0, y1, sizeof(float) * N * R, "%s: mv_q8 over %d rows x %d tokens", f->name, R,
+                N);
     free(w), free(x), free(y0), free(y1), free(a), free(pk);
 }
 
@@ -221,7 +228,9 @@ int main(int argc, char **argv)
                       "TQ_LOG=info says which)");
     for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
         check_format(&fmts[i]);
-        check_chunks(&fmts[i]);
+        check_chunks(&fmts[i], 37);
+        check_chunks(&fmts[i], 8);
+        check_chunks(&fmts[i], 5);
     }
     for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
         const tq_format *f = tq_cpu_format(fmts[i].id);

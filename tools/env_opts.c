@@ -89,6 +89,9 @@ int cli_env_start(int *argc, char ***argv)
                     flag_cpu ? " " : "=", cpu, tq_isa_name(tq_cpu_isa()));
         }
     }
+    const char *r16 = getenv("TQ_R16"); /* 0: keep the file's rows (no r16 repack at load) */
+    if (r16 && *r16)
+        tq_cpu_set_r16(strcmp(r16, "0") != 0);
     if (spin && *spin) {
         int v;
         if (!parse_spin(spin, &v))

@@ -6,27 +6,40 @@
 #   TQ=build/release/tq RUNS=5 THREADS=1,2 bash scripts/llamacpp/native_table.sh
 #
 # Parts (PARTS, default "speed rss quality"; each prints its own wall time at the end):
-#  speed   scripts/llamacpp/bench.py, tq and llama.cpp repetitions interleaved (tq with --kv bf16 vs
-#          llama.cpp's default f16 cache; TQ_KV=S for another tq cache): prefill 512 and
-#          decode at DEPTHS (0,512), THREADS (1,2), RUNS (3) medians, on SmolLM2's own Q4_1 file,
-#          Gemma 3 270M Q4_K_M, and a Q4_0 and a Q8_0 file written by `tq quantize` from the Q4_1
-#          file (their weights are a requantization: the speed comparison is what they are for).
-#          Needs llama-cpp-python; LLAMA_LIB=DIR points it at another libllama (a folder, as
-#          LLAMA_CPP_LIB_PATH) -- e.g. a build without AMX where ggml's AMX path crashes.
+#  speed   scripts/llamacpp/bench.py: `tq bench` against llama.cpp's own `llama-bench` binary,
+#          one process per engine and repetition, interleaved (tq with --kv bf16 vs llama.cpp's
+#          default f16 cache; TQ_KV=S for another tq cache): prefill 512 and decode (32 steps)
+#          at DEPTHS (0,512), THREADS (1,2), RUNS (3) medians, random token ids on both sides,
+#          on SmolLM2's own Q4_1 file, Gemma 3 270M Q4_K_M, and a Q4_0, a Q8_0 and an IQ4_NL
+#          (--mix llama) file written by `tq quantize` from the Q4_1 file (their weights are a
+#          requantization: the speed comparison is what they are for).
+#          The peer: LLAMA_BIN=DIR (the folder with llama-bench). Default: ../llama-build-amx-clang/bin
+#          (clang, GGML_NATIVE, AMX on: llama.cpp at its best on an AMX CPU) when the CPU has AMX
+#          and it exists, else ../llama-build/bin (gcc, AVX-512, AMX off); ISA=avx512vnni defaults
+#          to ../llama-build/bin, ISA=avx2 to ../llama-build-avx2/bin. The output's "peer:" line
+#          names the binary and its build, and per file the weight buffers llama.cpp loads (AMX,
+#          CPU_REPACK, CPU_Mapped). LLAMA_EXTRA="ARGS": more llama-bench arguments ("--repack 0").
+#          CELL_RUNS=1: each engine's RUNS repetitions in one process per model and thread count
+#          (bench.py --cell-runs), the engines alternating per cell: ~40% less time against the
+#          slower gcc/AVX2 peers, whose untimed warm-up prefill is paid once instead of RUNS times.
+#          Until 2026-12-03 20:00 UTC this part drove llama.cpp through llama-cpp-python, one
+#          Python call per decode token, which understated llama.cpp's decode 1.3-1.7x.
 #  rss     peak RSS of a 64-token `tq generate` (-t 2) with native and bf16 weights vs file size
 #          (/usr/bin/time; no llama.cpp needed).
 #  quality KL(f32 weights dequantized at load || native, q8 activations) and (|| native-f32),
 #          KV cache f32 on both sides, CHUNKS (8) windows of 512 tokens of wikitext-2
 #          (tq teacher + tq kl --teacher-dump); deterministic.
-# LLAMA_FA=on|off: llama.cpp's flash attention (default on, its CLI default on CPU).
-# MODELS (comma list) replaces the four files. ISA=avx2: tq runs its AVX2 kernels (TQ_CPU=avx2)
-# against an AVX2-only llama.cpp, whose libllama folder LLAMA_LIB must name (e.g. a build with
-# GGML_NATIVE=OFF GGML_AVX2=ON and no AVX-512); the machine line then says "isa avx2 (forced)".
-# ISA=avx512vnni: tq's AVX-512 kernels without the AMX int8 tiles (TQ_CPU=avx512vnni; the default
-# uses AMX where the CPU has it, `tq version` says), against the same llama.cpp. Duration on the 2-vCPU dev box: speed about
-# 40-50 s per model x thread count at RUNS=3 (~7 min for the default 4 x 2, estimated), rss
-# 45 s, quality 14 min at CHUNKS=8 on a loaded box (2026-12-03; the f32 teacher and the slow
-# native-f32 path dominate; ~4 min per model): the quiet phase wants PARTS="speed rss".
+# LLAMA_FA=best|on|off: llama.cpp's flash attention; best (default) measures on and off and takes
+# each cell's ratio against the faster (FA on, the CLI default, is faster at depth 0 here and ~40%
+# slower at depth 512). MODELS (comma list) replaces the five files. ISA=avx2: tq runs its AVX2
+# kernels (TQ_CPU=avx2) against an AVX2-only llama.cpp (a build with GGML_NATIVE=OFF GGML_AVX2=ON
+# and no AVX-512); the machine line then says "isa avx2 (forced)". ISA=avx512vnni: tq's AVX-512
+# kernels without the AMX int8 tiles (TQ_CPU=avx512vnni; the default uses AMX where the CPU has
+# it, `tq version` says), against llama.cpp without AMX. LLAMA_LIB=DIR (the old name) still
+# works as LLAMA_BIN. Duration on the 2-vCPU box (quiet): speed about 25 s per model x thread
+# count at RUNS=3 with LLAMA_FA=best (Gemma ~2x), ~5 min for the five files x 2; rss 45 s;
+# quality 14 min at CHUNKS=8 on a loaded box (2026-12-03; the f32 teacher and the slow native-f32
+# path dominate; ~4 min per model): the quiet phase wants PARTS="speed rss".
 # Needs: a release build (cmake --preset release && cmake --build --preset release -j 2), the
 # models in models/, ../shared/assets/corpora next to the repository (or TEXT=FILE).
 set -euo pipefail
@@ -40,33 +53,36 @@ OUT=${OUT:-build/native_table}
 TEXT=${TEXT:-../shared/assets/corpora/wikitext-2-raw-test.txt}
 Q41=models/SmolLM2-135M-Instruct.Q4_1.gguf
 GEMMA=models/gemma-3-270m-q4_k_m.gguf
+LLAMA_BIN=${LLAMA_BIN:-${LLAMA_LIB:-}}
 case "${ISA:-}" in
     "") ;;
-    avx2)
-        [ -n "${LLAMA_LIB:-}" ] || { echo "native_table.sh: ISA=avx2 needs LLAMA_LIB=DIR (an AVX2-only libllama build)"; exit 2; }
-        export TQ_CPU=avx2 ;;
-    avx512vnni) export TQ_CPU=avx512vnni ;; # tq without its AMX tiles (same results), same llama.cpp
+    avx2) export TQ_CPU=avx2; LLAMA_BIN=${LLAMA_BIN:-../llama-build-avx2/bin} ;;
+    avx512vnni) export TQ_CPU=avx512vnni; LLAMA_BIN=${LLAMA_BIN:-../llama-build/bin} ;; # tq without its AMX tiles (same results)
     *) echo "native_table.sh: ISA=$ISA: avx2 or avx512vnni (or unset: the best this CPU has)"; exit 2 ;;
 esac
+[ -z "$LLAMA_BIN" ] || export LLAMA_BIN # else bench.py picks (AMX clang build on an AMX CPU)
 [ -x "$TQ" ] || { echo "native_table.sh: no tq binary at $TQ (build it, or TQ=PATH)"; exit 2; }
-[ -f "$TEXT" ] || { echo "native_table.sh: no text $TEXT (TEXT=FILE)"; exit 2; }
+case " $PARTS " in *" quality "*)
+    [ -f "$TEXT" ] || { echo "native_table.sh: no text $TEXT (TEXT=FILE)"; exit 2; }
+esac
 mkdir -p "$OUT"
 T0=$(date +%s)
-for t in Q4_0 Q8_0; do
+for t in Q4_0 Q8_0 IQ4_NL; do
     f="$OUT/SmolLM2-135M-Instruct.tq-$t.gguf"
-    [ -f "$f" ] || "$TQ" quantize -m "$Q41" -o "$f" --format gguf --type "$t" -q
+    mix=""; [ "$t" != IQ4_NL ] || mix="--mix llama"
+    [ -f "$f" ] || "$TQ" quantize -m "$Q41" -o "$f" --format gguf --type "$t" $mix -q
 done
-MODELS=${MODELS:-$Q41,$GEMMA,$OUT/SmolLM2-135M-Instruct.tq-Q4_0.gguf,$OUT/SmolLM2-135M-Instruct.tq-Q8_0.gguf}
+MODELS=${MODELS:-$Q41,$GEMMA,$OUT/SmolLM2-135M-Instruct.tq-Q4_0.gguf,$OUT/SmolLM2-135M-Instruct.tq-Q8_0.gguf,$OUT/SmolLM2-135M-Instruct.tq-IQ4_NL.gguf}
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
     "load $(cut -d' ' -f1-3 /proc/loadavg); $(grep -o -w 'avx512_vnni\|avx512f\|avx2\|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "== tq: $TQ ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), parts: $PARTS, isa ${ISA:-best}${ISA:+ (forced${LLAMA_LIB:+; llama.cpp from $LLAMA_LIB})}; $("$TQ" version | grep '^cpu kernels' | cut -d'(' -f1)"
+echo "== tq: $TQ ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), parts: $PARTS, isa ${ISA:-best}${ISA:+ (forced)}; $("$TQ" version | grep '^cpu kernels' | cut -d'(' -f1)"
 TIMES=""
 case " $PARTS " in *" speed "*)
     t=$(date +%s)
-    echo "== speed: tq --weights native vs llama.cpp, threads $THREADS, depths $DEPTHS, runs $RUNS"
-    if [ -n "${LLAMA_LIB:-}" ]; then export LLAMA_CPP_LIB_PATH="$LLAMA_LIB"; fi
+    echo "== speed: tq --weights native vs llama.cpp (llama-bench), threads $THREADS, depths $DEPTHS, runs $RUNS"
     python3 scripts/llamacpp/bench.py --tq "$TQ" --threads "$THREADS" --depths "$DEPTHS" \
-        --runs "$RUNS" --models "$MODELS" --text "$TEXT" --tq-kv "${TQ_KV:-bf16}" --llama-fa "${LLAMA_FA:-on}" | grep -v '^JSON'
+        --runs "$RUNS" --models "$MODELS" --tq-kv "${TQ_KV:-bf16}" --llama-fa "${LLAMA_FA:-best}" \
+        --llama-extra="${LLAMA_EXTRA:-}" ${CELL_RUNS:+--cell-runs} | grep -v '^JSON'
     TIMES="$TIMES speed $(($(date +%s) - t)) s;"
 esac
 case " $PARTS " in *" rss "*)

@@ -61,6 +61,14 @@ typedef struct tq_be_mm {
                                may keep them exact there (0: none)            */
 } tq_be_mm;
 
+/* one sequence's part of attend_batch(): the arguments of attend() */
+typedef struct tq_be_attn {
+    void *kv;
+    int64_t pos0, n;
+    const float *k, *v, *q;
+    float *out;
+} tq_be_attn;
+
 typedef struct tq_backend {
     const char *name;
     /* x(n, e->cols) = rows tok[0..n) of e (tok on the host, in range), times scale if != 1 */
@@ -82,6 +90,9 @@ typedef struct tq_backend {
                         const float *q, int64_t n, float *out);
     /* y = c * tanh(y / c), n elements */
     void (*softcap)(void *ctx, float *y, int64_t n, float c);
+    /* Optional (NULL: attend() per item): attend() of n items of layer il, each on its own
+     * cache (distinct caches), in one go; every item's results equal its attend() alone */
+    tq_status (*attend_batch)(void *ctx, int il, const tq_be_attn *it, int n);
 } tq_backend;
 
 #endif /* TQ_BACKEND_H */

@@ -117,3 +117,15 @@ void tq_cpu_set_amx(int allow)
 {
     atomic_store_explicit(&amx_allow, allow != 0, memory_order_relaxed);
 }
+
+static _Atomic int r16_allow = 1; /* tq_cpu_set_r16() */
+
+int tq_cpu_r16(void)
+{
+    return atomic_load_explicit(&r16_allow, memory_order_relaxed);
+}
+
+void tq_cpu_set_r16(int allow)
+{
+    atomic_store_explicit(&r16_allow, allow != 0, memory_order_relaxed);
+}

@@ -277,6 +277,38 @@ static void run_unit(const tq_attn_rot_job *j, int64_t g, int64_t i0, int64_t i1
     }
 }
 
+/* query block qb of kv-head g: every key chunk in order, each merged into the rows' states
+ * (the same key chunks and merges as the decode form), then the outputs */
+static void qblock_rows(const tq_attn_rot_job *j, int64_t g, int64_t qb, const scr *s)
+{
+    const int hd = j->hd, nh = j->n_heads, group = nh / j->n_kv_heads;
+    const size_t stride = (size_t)hd + 2;
+    const int64_t i0 = qb * TQ_ROT_QB;
+    const int64_t i1 = i0 + TQ_ROT_QB < j->n_q ? i0 + TQ_ROT_QB : j->n_q;
+    const int64_t rows = (i1 - i0) * group;
+    init_states(s->acc, rows, stride);
+    for (int64_t t0 = key_lo(j, j->pos0 + i0) / TQ_ROT_KC * TQ_ROT_KC; t0 < j->pos0 + i1;
+         t0 += TQ_ROT_KC) {
+        run_unit(j, g, i0, i1, t0, t0 + TQ_ROT_KC, s->st, s);
+        for (int64_t r = 0; r < rows; r++)
+            merge_state(s->acc + (size_t)r * stride, s->st + (size_t)r * stride, stride);
+    }
+    for (int64_t i = i0; i < i1; i++)
+        for (int hh = 0; hh < group; hh++) {
+            const int h = (int)g * group + hh;
+            finish_row(s->acc + ((size_t)(i - i0) * group + hh) * stride, hd,
+                       j->out + ((size_t)i * nh + h) * hd);
+        }
+}
+
+void tq_attn_rot_run_head(const tq_attn_rot_job *j, int g, unsigned char *scratch)
+{
+    scr s;
+    scratch_at(scratch, j->hd, j->n_heads / j->n_kv_heads, &s);
+    for (int64_t qb = 0; qb < (j->n_q + TQ_ROT_QB - 1) / TQ_ROT_QB; qb++)
+        qblock_rows(j, g, qb, &s);
+}
+
 static void unit_task(void *ctx, int ith, int nth)
 {
     const djob *dj = ctx;
@@ -296,25 +328,8 @@ static void unit_task(void *ctx, int ith, int nth)
         return;
     }
     tq_split_range(j->n_kv_heads * dj->n_qb, ith, nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t g = u / dj->n_qb, qb = u % dj->n_qb, i0 = qb * TQ_ROT_QB;
-        const int64_t i1 = i0 + TQ_ROT_QB < j->n_q ? i0 + TQ_ROT_QB : j->n_q;
-        const int64_t rows = (i1 - i0) * group;
-        init_states(s.acc, rows, stride);
-        /* the same key chunks as decode, each merged into the rows' states in chunk order */
-        for (int64_t t0 = key_lo(j, j->pos0 + i0) / TQ_ROT_KC * TQ_ROT_KC; t0 < j->pos0 + i1;
-             t0 += TQ_ROT_KC) {
-            run_unit(j, g, i0, i1, t0, t0 + TQ_ROT_KC, s.st, &s);
-            for (int64_t r = 0; r < rows; r++)
-                merge_state(s.acc + (size_t)r * stride, s.st + (size_t)r * stride, stride);
-        }
-        for (int64_t i = i0; i < i1; i++)
-            for (int hh = 0; hh < group; hh++) {
-                const int h = (int)g * group + hh;
-                finish_row(s.acc + ((size_t)(i - i0) * group + hh) * stride, hd,
-                           j->out + ((size_t)i * nh + h) * hd);
-            }
-    }
+    for (int64_t u = u0; u < u1; u++)
+        qblock_rows(j, u / dj->n_qb, u % dj->n_qb, &s);
 }
 
 /* decode: merge each row's chunk states in chunk order */

@@ -116,5 +116,11 @@ size_t tq_attn_rot_part_floats(int n_kv_heads, int group, int hd, int64_t max_ke
 /* tq_attn_rot_run() -- the attention of j on pool (NULL = caller's thread); no allocation;
  * results identical for every thread count. */
 void tq_attn_rot_run(const tq_attn_rot_job *j, tq_pool *pool);
+/* tq_attn_rot_run_head() -- the output rows of kv-head g's query heads only, on the calling
+ * thread, every key chunk one after the other (j->part unused): the same floats as
+ * tq_attn_rot_run() (whose decode form merges the same chunk states in the same order). For a
+ * batch of sequences, one unit per (sequence, kv-head). scratch: one thread's
+ * tq_attn_rot_scratch_bytes(). No allocation. */
+void tq_attn_rot_run_head(const tq_attn_rot_job *j, int g, unsigned char *scratch);
 
 #endif /* TQ_ATTN_ROT_H */

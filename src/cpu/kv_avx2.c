@@ -171,6 +171,110 @@ static void butterflies(float *u, int n)
             }
 }
 
+static void fwht256(float *u, int n)
+{
+    butterflies(u, n);
+}
+
+/* ---- lm<L>g<G> blocks (rot: schemes) ------------------------------------------------------------
+ * tq_kv_lm_encode_block_ref() lane by lane, 8 elements per vector, as kv_avx512.c: |x| max (NaN
+ * never wins), the first element of that |x|, the reference's halving index search (boundaries
+ * gathered), products rounded one by one; the two refit sums in scalar, in element order. */
+
+/* iv[v] = the indices of x[v] * inv for v < nv, the nv searches in lockstep (the step sizes do
+ * not depend on the data), so their dependent gathers overlap */
+static inline void lm_index8(const tq_kv_lm_desc *c, const __m256 *x, __m256 inv, int nv,
+                             __m256i *iv)
+{
+    __m256 tv[8];
+    for (int v = 0; v < nv; v++) {
+        tv[v] = _mm256_mul_ps(x[v], inv);
+        iv[v] = _mm256_setzero_si256();
+    }
+    int len = c->levels - 1;
+    while (len > 1) {
+        const int h = len / 2;
+        const __m256i hv = _mm256_set1_epi32(h), h1 = _mm256_set1_epi32(h - 1);
+        for (int v = 0; v < nv; v++) {
+            const __m256 b = _mm256_i32gather_ps(c->bnd, _mm256_add_epi32(iv[v], h1), 4);
+            const __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(tv[v], b, _CMP_GT_OQ));
+            iv[v] = _mm256_add_epi32(iv[v], _mm256_and_si256(gt, hv));
+        }
+        len -= h;
+    }
+    for (int v = 0; v < nv; v++) { /* gt lanes are -1 */
+        const __m256 b = _mm256_i32gather_ps(c->bnd, iv[v], 4);
+        iv[v] = _mm256_sub_epi32(iv[v], _mm256_castps_si256(_mm256_cmp_ps(tv[v], b, _CMP_GT_OQ)));
+    }
+}
+
+static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
+{
+    const int G = c->group, nv = G / 8;
+    const size_t bb = 2 + (size_t)(G / 2) * (size_t)c->pair_bits / 8;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int blk = 0; blk < n; blk++) {
+        const float *xb = x + (size_t)blk * G;
+        uint8_t *b = dst + (size_t)blk * bb;
+        __m256 xv[8], av[8];
+        __m256 am = _mm256_setzero_ps();
+        for (int v = 0; v < nv; v++) {
+            xv[v] = _mm256_loadu_ps(xb + 8 * v);
+            av[v] = _mm256_and_ps(xv[v], absmask);
+            am = _mm256_max_ps(av[v], am); /* a NaN |x| returns am: never wins */
+        }
+        __m128 h4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        h4 = _mm_max_ps(h4, _mm_movehl_ps(h4, h4));
+        h4 = _mm_max_ss(h4, _mm_shuffle_ps(h4, h4, 1));
+        const float amax = _mm_cvtss_f32(h4);
+        float m = 0.0f;
+        if (amax > 0.0f) /* the first element of largest |x| */
+            for (int v = 0; v < nv; v++) {
+                const int e = _mm256_movemask_ps(_mm256_cmp_ps(av[v], _mm256_set1_ps(amax), _CMP_EQ_OQ));
+                if (e) {
+                    m = xb[8 * v + __builtin_ctz((unsigned)e)];
+                    break;
+                }
+            }
+        uint16_t sh = tq_kv_f16(m);
+        const float mf = tq_f16_to_f32(sh);
+        __m256i iv[8];
+        uint8_t idx[64];
+        if (mf == 0.0f || !isfinite(mf)) {
+            const __m256 zero = _mm256_setzero_ps();
+            __m256i z;
+            lm_index8(c, &zero, zero, 1, &z);
+            for (int v = 0; v < nv; v++)
+                iv[v] = z;
+        } else {
+            lm_index8(c, xv, _mm256_set1_ps(1.0f / mf), nv, iv);
+            for (int r = 0; r < c->refits; r++) {
+                float pn[64], pd[64], num, den;
+                for (int v = 0; v < nv; v++) {
+                    const __m256 g = _mm256_i32gather_ps(c->grid, iv[v], 4);
+                    _mm256_storeu_ps(pn + 8 * v, _mm256_mul_ps(g, xv[v]));
+                    _mm256_storeu_ps(pd + 8 * v, _mm256_mul_ps(g, g));
+                }
+                lm_refit_sums(pn, pd, G, &num, &den);
+                const uint16_t nh = den > 0.0f ? tq_kv_f16(num / den) : sh;
+                const float nf = tq_f16_to_f32(nh);
+                if (nf == 0.0f || !isfinite(nf))
+                    break;
+                sh = nh;
+                if (r + 1 < c->refits)
+                    lm_index8(c, xv, _mm256_set1_ps(1.0f / nf), nv, iv);
+            }
+        }
+        for (int v = 0; v < nv; v++) {
+            int32_t tmp[8];
+            _mm256_storeu_si256((__m256i *)(void *)tmp, iv[v]);
+            for (int k = 0; k < 8; k++)
+                idx[8 * v + k] = (uint8_t)tmp[k];
+        }
+        lm_pack(idx, c, sh, b);
+    }
+}
+
 /* ---- turbo keys ----------------------------------------------------------------------------- */
 
 static void enc_k(const float *x, int64_t n, int d, int kb, uint8_t *dst)
@@ -457,4 +561,6 @@ const tq_kv_kernels tq_kv_kernels_avx2 = {
     .dec_f16 = dec_f16,
     .enc_bf16 = enc_bf16,
     .dec_bf16 = dec_bf16,
+    .fwht = fwht256,
+    .enc_lm = enc_lm,
 };

@@ -148,6 +148,127 @@ static void butterflies(float *u, int n)
             }
 }
 
+static void fwht512(float *u, int n)
+{
+    butterflies(u, n);
+}
+
+/* ---- lm<L>g<G> blocks (rot: schemes) ------------------------------------------------------------
+ * tq_kv_lm_encode_block_ref() lane by lane: |x| max (NaN never wins), the first element of that
+ * |x|, t = x * inv, the halving index search of the reference (the same compares, boundaries
+ * gathered, or permuted from two registers when there are at most 32), products g x and g g
+ * rounded one by one; only the two refit sums run in scalar, in element order. */
+
+typedef struct lm_tabs {
+    __m512 b0, b1; /* boundaries 0..31 (L - 1 <= 32), else unused */
+    __m512 g0, g1; /* grid 0..31 (L <= 32), else unused */
+    int small_b, small_g;
+} lm_tabs;
+
+static inline __m512 lm_bnd(const tq_kv_lm_desc *c, const lm_tabs *t, __m512i i)
+{
+    return t->small_b ? _mm512_permutex2var_ps(t->b0, i, t->b1) : _mm512_i32gather_ps(i, c->bnd, 4);
+}
+
+/* iv[v] = the indices of t[v] = x[v] * inv for v < nv, the nv searches in lockstep (the step
+ * sizes do not depend on the data), so their dependent gathers overlap */
+static inline void lm_index16(const tq_kv_lm_desc *c, const lm_tabs *t, const __m512 *x,
+                              __m512 inv, int nv, __m512i *iv)
+{
+    __m512 tv[4];
+    for (int v = 0; v < nv; v++) {
+        tv[v] = _mm512_mul_ps(x[v], inv);
+        iv[v] = _mm512_setzero_si512();
+    }
+    int len = c->levels - 1;
+    while (len > 1) {
+        const int h = len / 2;
+        const __m512i hv = _mm512_set1_epi32(h), h1 = _mm512_set1_epi32(h - 1);
+        for (int v = 0; v < nv; v++) {
+            const __m512 b = lm_bnd(c, t, _mm512_add_epi32(iv[v], h1));
+            iv[v] = _mm512_mask_add_epi32(iv[v], _mm512_cmp_ps_mask(tv[v], b, _CMP_GT_OQ), iv[v], hv);
+        }
+        len -= h;
+    }
+    for (int v = 0; v < nv; v++)
+        iv[v] = _mm512_mask_add_epi32(iv[v], _mm512_cmp_ps_mask(tv[v], lm_bnd(c, t, iv[v]), _CMP_GT_OQ),
+                                      iv[v], _mm512_set1_epi32(1));
+}
+
+static void enc_lm(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst)
+{
+    const int G = c->group, nv = G / 16, L = c->levels;
+    const size_t bb = 2 + (size_t)(G / 2) * (size_t)c->pair_bits / 8;
+    lm_tabs t = {.small_b = L - 1 <= 32, .small_g = L <= 32};
+    if (t.small_b) {
+        const int nb = L - 1;
+        t.b0 = _mm512_maskz_loadu_ps((__mmask16)(nb >= 16 ? 0xffff : (1u << nb) - 1u), c->bnd);
+        t.b1 = nb > 16 ? _mm512_maskz_loadu_ps((__mmask16)((1u << (nb - 16)) - 1u), c->bnd + 16)
+                       : _mm512_setzero_ps();
+    }
+    if (t.small_g) {
+        t.g0 = _mm512_maskz_loadu_ps((__mmask16)(L >= 16 ? 0xffff : (1u << L) - 1u), c->grid);
+        t.g1 = L > 16 ? _mm512_maskz_loadu_ps((__mmask16)(L >= 32 ? 0xffff : (1u << (L - 16)) - 1u),
+                                              c->grid + 16)
+                      : _mm512_setzero_ps();
+    }
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int blk = 0; blk < n; blk++) {
+        const float *xb = x + (size_t)blk * G;
+        uint8_t *b = dst + (size_t)blk * bb;
+        __m512 xv[4], av[4];
+        __m512 am = _mm512_setzero_ps();
+        for (int v = 0; v < nv; v++) {
+            xv[v] = _mm512_loadu_ps(xb + 16 * v);
+            av[v] = _mm512_and_ps(xv[v], absmask);
+            am = _mm512_max_ps(av[v], am); /* a NaN |x| returns am: never wins */
+        }
+        const float amax = _mm512_reduce_max_ps(am);
+        float m = 0.0f;
+        if (amax > 0.0f) /* the first element of largest |x| */
+            for (int v = 0; v < nv; v++) {
+                const __mmask16 e = _mm512_cmp_ps_mask(av[v], _mm512_set1_ps(amax), _CMP_EQ_OQ);
+                if (e) {
+                    m = xb[16 * v + __builtin_ctz(e)];
+                    break;
+                }
+            }
+        uint16_t sh = tq_kv_f16(m);
+        const float mf = tq_f16_to_f32(sh);
+        __m512i iv[4];
+        uint8_t idx[64];
+        if (mf == 0.0f || !isfinite(mf)) {
+            const __m512 zero = _mm512_setzero_ps();
+            __m512i z;
+            lm_index16(c, &t, &zero, zero, 1, &z);
+            for (int v = 0; v < nv; v++)
+                iv[v] = z;
+        } else {
+            lm_index16(c, &t, xv, _mm512_set1_ps(1.0f / mf), nv, iv);
+            for (int r = 0; r < c->refits; r++) {
+                float pn[64], pd[64], num, den;
+                for (int v = 0; v < nv; v++) {
+                    const __m512 g = t.small_g ? _mm512_permutex2var_ps(t.g0, iv[v], t.g1)
+                                               : _mm512_i32gather_ps(iv[v], c->grid, 4);
+                    _mm512_storeu_ps(pn + 16 * v, _mm512_mul_ps(g, xv[v]));
+                    _mm512_storeu_ps(pd + 16 * v, _mm512_mul_ps(g, g));
+                }
+                lm_refit_sums(pn, pd, G, &num, &den);
+                const uint16_t nh = den > 0.0f ? tq_kv_f16(num / den) : sh;
+                const float nf = tq_f16_to_f32(nh);
+                if (nf == 0.0f || !isfinite(nf))
+                    break;
+                sh = nh;
+                if (r + 1 < c->refits)
+                    lm_index16(c, &t, xv, _mm512_set1_ps(1.0f / nf), nv, iv);
+            }
+        }
+        for (int v = 0; v < nv; v++)
+            _mm_storeu_si128((__m128i *)(void *)(idx + 16 * v), _mm512_cvtepi32_epi8(iv[v]));
+        lm_pack(idx, c, sh, b);
+    }
+}
+
 /* ---- turbo keys ----------------------------------------------------------------------------- */
 
 static void enc_k(const float *x, int64_t n, int d, int kb, uint8_t *dst)
@@ -452,4 +573,6 @@ const tq_kv_kernels tq_kv_kernels_avx512 = {
     .dec_f16 = dec_f16,
     .enc_bf16 = enc_bf16,
     .dec_bf16 = dec_bf16,
+    .fwht = fwht512,
+    .enc_lm = enc_lm,
 };

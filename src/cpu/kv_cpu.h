@@ -9,6 +9,15 @@
 
 #include "turboquant.h"
 
+/* an lm<L>g<G> block code of the rot: schemes (src/kv/kv_rot.c describes the block and its
+ * encoder; tq_kv_lm_encode_block_ref() is the specification) as plain data for the kernels:
+ * L sorted grid floats, the L-1 boundaries, G elements per block, pb = bits of L*L - 1, and the
+ * number of scale refits of the encoder. */
+typedef struct tq_kv_lm_desc {
+    int levels, group, pair_bits, refits;
+    const float *grid, *bnd;
+} tq_kv_lm_desc;
+
 typedef struct tq_kv_kernels {
     tq_isa isa;
     /* turbo keys: kb in {2,4,5,8}, 8 = signed int8 */
@@ -26,6 +35,12 @@ typedef struct tq_kv_kernels {
     /* plain bf16 rows (n elements) */
     void (*enc_bf16)(const float *x, int64_t n, uint8_t *dst);
     void (*dec_bf16)(const uint8_t *src, int64_t n, float *out);
+    /* rot: schemes. fwht(): tq_kv_fwht_butterflies() (unscaled; n a power of two >= 16), the
+     * same float operations per element. enc_lm(): n blocks of c (block i: x + i * group
+     * floats -> dst + i * block bytes), the bytes of tq_kv_lm_encode_block_ref(): every
+     * element-wise step in vector lanes, each refit sum kept sequential in element order. */
+    void (*fwht)(float *u, int n);
+    void (*enc_lm)(const tq_kv_lm_desc *c, const float *x, int n, uint8_t *dst);
 } tq_kv_kernels;
 
 extern const tq_kv_kernels tq_kv_kernels_scalar;

@@ -59,4 +59,41 @@ static inline void group_sumsq(const float *sq, int ng, float *ss)
     }
 }
 
+/* ---- lm<L>g<G> blocks (rot: schemes): the plain-C steps of the vector encoders ------------ */
+
+/* the refit's two sums in the reference's order: num = ((0 + pn[0]) + pn[1]) + ...,
+ * den likewise over pd (the products were rounded one by one, as the reference does) */
+static inline void lm_refit_sums(const float *pn, const float *pd, int G, float *num, float *den)
+{
+    float a = 0.0f, b = 0.0f;
+    for (int j = 0; j < G; j++) {
+        a = a + pn[j];
+        b = b + pd[j];
+    }
+    *num = a;
+    *den = b;
+}
+
+/* the block's bytes: fp16 scale sh, then pair p = idx[2p] + L * idx[2p + 1] in pb bits each,
+ * LSB-first stream (exactly G/2 * pb / 8 bytes: G/2 is a multiple of 8) */
+static inline void lm_pack(const uint8_t *idx, const tq_kv_lm_desc *c, uint16_t sh, uint8_t *b)
+{
+    const int pb = c->pair_bits;
+    const unsigned L = (unsigned)c->levels;
+    b[0] = (uint8_t)sh;
+    b[1] = (uint8_t)(sh >> 8);
+    uint8_t *o = b + 2;
+    uint64_t acc = 0;
+    int nb = 0;
+    for (int p = 0; p < c->group / 2; p++) {
+        acc |= (uint64_t)(idx[2 * p] + L * idx[2 * p + 1]) << nb;
+        nb += pb;
+        while (nb >= 8) {
+            *o++ = (uint8_t)acc;
+            acc >>= 8;
+            nb -= 8;
+        }
+    }
+}
+
 #endif /* TQ_KV_SIMD_COMMON_H */

@@ -11,10 +11,21 @@
  * up to 16 tokens (B, 8 x 4*16 bytes: the block's activations in the VNNI layout = qdot.h's
  * tq_q8p, packed once per call by qmatmul.c for gemm_q8, or on the stack per token group for
  * mv_q8), C = 16 x 16 int32. Two C tiles alternate, so the
- * tile product of block b+1 runs while the float part of block b does. Token groups of <= 8
- * tokens use 8-column tiles and two rows per zmm in the float part.
+ * tile product of block b+1 runs while the float part of block b does. A token group of <= 8
+ * tokens (the batched decode step; the last group of a prefill) runs as row pairs: A = 16 x 64
+ * bytes, tile row q = weight row q's block then weight row 16 + q's block; B = the block's
+ * activations twice, block-diagonal (rows 0..7: tokens in columns 0..7, rows 8..15: in columns
+ * 8..15), so C[q][t] = P_b(row q, t) and C[q][8 + t] = P_b(row 16 + q, t): one tile load pair,
+ * dot product and C store per 32 rows and block instead of per 16 (K = 64; the tile op count
+ * per block was the floor of the 8-column tile). For the nibble formats (Q4_0, Q4_1, IQ4_NL)
+ * such a group swaps the roles instead: A = the tokens' activations of a block pair (tile row t:
+ * block 2p, row 8 + t: block 2p + 1, block-diagonal in K = 64), B = 16 weight rows of both
+ * blocks transposed to the VNNI layout in the unpack, C[t][c] = P(row c, token t): the float
+ * part then has the 16 rows in the lanes (one cvt, mul, fma per token present and block, no
+ * shuffles, no transpose) and costs in proportion to the tokens (2-4 token steps).
  *
- * Scope: gemm_q8 any n and k; mv_q8 k <= TQ_AMX_MAXK (the stack pack) and n >= TQ_AMX_MIN_N,
+ * Scope: gemm_q8 any n and k; mv_q8 k <= TQ_AMX_MAXK (the stack pack) and n >= TQ_AMX_MIN_N
+ * (TQ_AMX_MIN_N_NIB for the nibble formats),
  * otherwise the AVX-512 VNNI kernel, so it takes any k and n too.
  *
  * Availability: tq_cpu_amx() (core/core.h: CPUID, XCR0, the Linux permission request, and the
@@ -29,6 +40,9 @@
  * and float part cost the same for 2 tokens as for 8; 1536x576 Q4_1, 1 thread: 48 vs 73 us),
  * at 3 they are even in cache and AMX leads from DRAM, from 4 AMX leads */
 #define TQ_AMX_MIN_N 3
+/* the nibble formats (Q4_0, Q4_1, IQ4_NL: weights as B, the float part per token present) from 2:
+ * 1536x576 x 2 tokens, 1 thread: Q4_0 36 vs 57 us, Q4_1 39 vs 45 */
+#define TQ_AMX_MIN_N_NIB 2
 
 /* tq_qdot_amx_built() -- 1 when this library was compiled with the AMX kernels. */
 int tq_qdot_amx_built(void);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cpu/qdot.h"
+#include "cpu/qdot_r16.h"
 #include "cpu/qmatmul.h"
 
 #define QMM_BLK 16 /* rows per thread-split unit */
@@ -80,6 +81,12 @@ static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int6
  * gemm_q8 tile (packed activations) takes the product instead of mv_q8 */
 #define QMM_QACT_PAR 16
 #define QMM_GEMM_MIN 8
+/* tokens up to which an r16 matrix runs the r16 kernel (a pass per token over the group, from L1);
+ * from 5 the AMX / VNNI tiles on the unpacked view are as fast or faster. Best of 5 x 300 calls,
+ * 1536 x 576, 1 thread, loaded box, us, main's AMX mv / r16: Q4_0 n=1 38.7 / 6.7, n=2 72.1 / 13.4,
+ * n=4 54.6 / 26.8, n=5 54.9 / 45.3, n=8 56.0 / 80.8; Q4_1 n=4 62.0 / 29.7, n=5 56.9 / 57.4; Q8_0
+ * n=1 20.6 / 7.4, n=4 42.2 / 28.0, n=5 45.6 / 49.0 */
+#define QMM_R16_MAX_N 4
 
 typedef struct qact_job {
     const float *x;
@@ -116,28 +123,113 @@ typedef struct qmm_job {
     const void *act_p; /* the tq_q8p groups, or NULL: no gemm_q8 tile this call */
 } qmm_job;
 
-static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t r1)
+/* rows [r0, r1) of W (file layout) into y (o's y shifted to W's row 0) */
+static void qmm_rows_file(const qmm_job *j, const tq_qmat *W, float *y, int64_t ldy, int64_t r0,
+                          int64_t r1)
 {
-    const tq_qmat *W = o->W;
     const tq_format *f = W->f;
     switch (tq_qmm_path(f, j->act_f32)) {
     case TQ_QPATH_Q8:
         if (j->act_p && f->k.gemm_q8) {
-            f->k.gemm_q8(W->w, W->row_bytes, W->cols, j->act_p, j->n, o->y, o->ldy, r0, r1);
+            f->k.gemm_q8(W->w, W->row_bytes, W->cols, j->act_p, j->n, y, ldy, r0, r1);
             break;
         }
         f->k.mv_q8(W->w, W->row_bytes, W->cols, f->act == TQ_ACT_Q8K ? j->act_k : j->act_a, j->n,
-                   o->y, o->ldy, r0, r1);
+                   y, ldy, r0, r1);
         break;
     case TQ_QPATH_F32:
-        f->k.mv_f32(W->w, W->row_bytes, W->cols, j->x, j->ldx, j->n, o->y, o->ldy, r0, r1);
+        f->k.mv_f32(W->w, W->row_bytes, W->cols, j->x, j->ldx, j->n, y, ldy, r0, r1);
         break;
     case TQ_QPATH_DEQUANT:
-        mv_dequant(f, W->w, W->row_bytes, W->cols, j->x, j->ldx, j->n, o->y, o->ldy, r0, r1);
+        mv_dequant(f, W->w, W->row_bytes, W->cols, j->x, j->ldx, j->n, y, ldy, r0, r1);
         break;
     default:
         break; /* refused at load */
     }
+}
+
+static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t r1)
+{
+    const tq_qmat *W = o->W;
+    if (!W->r16) {
+        qmm_rows_file(j, W, o->y, o->ldy, r0, r1);
+        return;
+    }
+    if (j->n <= QMM_R16_MAX_N && !j->act_f32) { /* decode: the r16 kernel (r0, r1: whole groups) */
+        tq_r16_mv_avx512(W->f->id)(W->w, W->row_bytes, W->cols, j->act_a, j->n, o->y, o->ldy, r0,
+                                   r1);
+        return;
+    }
+    /* the unpacked view: groups back to the file's rows on the stack, chunk by chunk */
+    _Alignas(64) uint8_t buf[TQ_R16_MAX_GROUP];
+    const int64_t nb = W->cols / TQ_QK;
+    const size_t gbytes = TQ_R16 * W->row_bytes;
+    const int64_t chunk = (int64_t)(sizeof(buf) / gbytes) * TQ_R16;
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+        const int64_t m = r1 - rc < chunk ? r1 - rc : chunk;
+        for (int64_t g = 0; g < m; g += TQ_R16)
+            tq_r16_unpack(W->f->id, (const uint8_t *)W->w + (size_t)(rc + g) * W->row_bytes, nb,
+                          buf + (size_t)g * W->row_bytes);
+        tq_qmat V = *W;
+        V.w = buf;
+        V.rows = m;
+        V.r16 = 0;
+        qmm_rows_file(j, &V, o->y + rc, o->ldy, 0, m);
+    }
+}
+
+int tq_qmm_r16_ok(const tq_qmat *q, int act_f32)
+{
+    if (!q || !q->f || q->r16 || act_f32 || !tq_cpu_r16() || !tq_r16_format(q->f->id) ||
+        !tq_r16_mv(q->f->id))
+        return 0;
+    if (tq_qmm_path(q->f, act_f32) != TQ_QPATH_Q8 || q->rows % TQ_R16 || q->cols % TQ_QK ||
+        q->row_bytes != (size_t)(q->cols / TQ_QK) * q->f->block_bytes)
+        return 0;
+    _Static_assert(TQ_QMM_R16_ROW_MAX == TQ_R16_MAX_GROUP / TQ_R16, "r16 row bound");
+    return q->row_bytes <= TQ_QMM_R16_ROW_MAX;
+}
+
+int tq_qmm_r16_pack(tq_qmat *q, int act_f32)
+{
+    if (!tq_qmm_r16_ok(q, act_f32))
+        return -1;
+    _Alignas(64) uint8_t buf[TQ_R16_MAX_GROUP];
+    const size_t gbytes = TQ_R16 * q->row_bytes;
+    uint8_t *w = (uint8_t *)(uintptr_t)q->w;
+    for (int64_t r = 0; r < q->rows; r += TQ_R16) {
+        memcpy(buf, w + (size_t)r * q->row_bytes, gbytes);
+        tq_r16_pack(q->f->id, buf, q->cols / TQ_QK, w + (size_t)r * q->row_bytes);
+    }
+    q->r16 = 1;
+    return 0;
+}
+
+void tq_qmm_file_rows(const tq_qmat *q, int64_t r0, int64_t r1, void *dst)
+{
+    const uint8_t *w = q->w;
+    if (!q->r16) {
+        memcpy(dst, w + (size_t)r0 * q->row_bytes, (size_t)(r1 - r0) * q->row_bytes);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += TQ_R16)
+        tq_r16_unpack(q->f->id, w + (size_t)r * q->row_bytes, q->cols / TQ_QK,
+                      (uint8_t *)dst + (size_t)(r - r0) * q->row_bytes);
+}
+
+const void *tq_qmm_file_row(const tq_qmat *q, int64_t r, void *dst)
+{
+    const uint8_t *w = q->w;
+    if (!q->r16)
+        return w + (size_t)r * q->row_bytes;
+    tq_r16_unpack_row(q->f->id, w + (size_t)(r / TQ_R16) * TQ_R16 * q->row_bytes,
+                      q->cols / TQ_QK, (int)(r % TQ_R16), dst);
+    return dst;
+}
+
+const char *tq_qmm_layout_name(const tq_qmat *q)
+{
+    return q && q->r16 ? "r16" : "file";
 }
 
 static void qmm_task(void *ctx, int ith, int nth)

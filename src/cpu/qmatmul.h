@@ -11,7 +11,10 @@
  * table without kernels yet): each block is decoded on the stack and met with x in f32 (lanes
  * j % 32, fmaf). Each (row, token) result has one reduction order that depends on k only, never
  * on n or the thread split: prefill gives the bits of token-by-token decode (batch invariance).
- * Threads split rows in units of 16 per output. */
+ * Threads split rows in units of 16 per output.
+ * Layout: a matrix is either the file's rows or (q->r16) the r16 groups of cpu/qdot_r16.h; an r16
+ * matrix runs decode (n <= 4 tokens, QMM_R16_MAX_N) on the r16 kernel and every other kernel on an
+ * unpacked view (16-row groups back to the file layout on the stack, per call) -- the same bits. */
 #ifndef TQ_QMATMUL_H
 #define TQ_QMATMUL_H
 
@@ -22,6 +25,8 @@ typedef struct tq_qmat {
     const tq_format *f;     /* its row of the format table (kernels filled)  */
     int64_t rows, cols;
     size_t row_bytes;
+    int r16;                /* 1: the r16 layout of cpu/qdot_r16.h (tq_qmm_r16_pack()), 0: the
+                               file's rows                                       */
 } tq_qmat;
 
 typedef struct tq_qmm_out {
@@ -42,6 +47,24 @@ const char *tq_qmm_kernel_name(const tq_format *f, int act_f32, char *buf, size_
  * kinds, for tq_qmm_run's act_a and act_k): *a for tq_q8a and their tq_q8p packing (0 if
  * k % 32; act_a must be 64-byte aligned), *kb for tq_q8k. */
 void tq_qmm_act_bytes(int64_t k, int64_t n, size_t *a, size_t *kb);
+
+/* tq_qmm_r16_ok() -- 1 if q (file layout) would run decode from the r16 layout here: a Q4_0 /
+ * Q4_1 / Q8_0 matrix of rows % 16 == 0 and 16 rows <= TQ_R16_MAX_GROUP bytes, on the q8 path,
+ * with this CPU's r16 kernel (AVX512-VNNI). */
+int tq_qmm_r16_ok(const tq_qmat *q, int act_f32);
+#define TQ_QMM_R16_ROW_MAX 4096 /* the widest row (bytes) of an r16 matrix */
+/* tq_qmm_r16_pack() -- rearrange q's bytes in place into the r16 layout (q->r16 = 1; needs
+ * tq_qmm_r16_ok()). One resident copy: the same bytes, the same size. Returns 0, or -1 (left
+ * as it was) if not ok. */
+int tq_qmm_r16_pack(tq_qmat *q, int act_f32);
+/* tq_qmm_file_rows() -- rows [r0, r1) of q in the file layout into dst ((r1 - r0) row_bytes;
+ * r0, r1 multiples of 16 for an r16 matrix, or any for a file-layout one). */
+void tq_qmm_file_rows(const tq_qmat *q, int64_t r0, int64_t r1, void *dst);
+/* tq_qmm_file_row() -- row r of q in the file layout: a pointer into q, or dst (row_bytes) filled
+ * from the r16 layout. */
+const void *tq_qmm_file_row(const tq_qmat *q, int64_t r, void *dst);
+/* tq_qmm_layout_name() -- "r16" or "file". */
+const char *tq_qmm_layout_name(const tq_qmat *q);
 
 /* tq_qmm_run() -- every output of the same x (n tokens of k = W->cols floats, ldx apart) in one
  * pool job. act_a/act_k: scratch of tq_qmm_act_bytes() (unused ones may be NULL). */

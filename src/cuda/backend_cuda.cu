@@ -1048,7 +1048,7 @@ __global__ void __launch_bounds__(GR_T) greedy_kernel(const float *lg, int vocab
 } // namespace
 
 extern "C" const tq_backend tq_backend_cuda = {
-    "cuda", be_embed, be_rmsnorm, be_matmul, be_bias, be_rope, be_attend, be_softcap,
+    "cuda", be_embed, be_rmsnorm, be_matmul, be_bias, be_rope, be_attend, be_softcap, nullptr,
 };
 
 extern "C" void tqc_be_free(tqc_be *b)

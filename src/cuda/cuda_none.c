@@ -284,7 +284,7 @@ tq_status tqc_be_greedy_fetch(tqc_be *b, int32_t *tok)
 }
 
 /* never called: tqc_be_create() fails first */
-const tq_backend tq_backend_cuda = {"cuda (not built)", 0, 0, 0, 0, 0, 0, 0};
+const tq_backend tq_backend_cuda = {"cuda (not built)", 0, 0, 0, 0, 0, 0, 0, 0};
 #else
 typedef int tq_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -28,6 +28,13 @@ int tq_kv_code_from_name(const char *s, size_t len);
 int tq_kv_rot_dim_ok(int d);
 size_t tq_kv_rot_row_bytes(int code, int d);
 void tq_kv_rot_encode_row_ref(int code, int is_v, const float *x, int d, uint8_t *dst);
+/* tq_kv_rot_encode_row() -- the bytes of tq_kv_rot_encode_row_ref() with the vector kernels of
+ * kk (cpu/kv_cpu.h: its fwht and enc_lm; NULL or missing entries: the reference's);
+ * tq_kv_rot_apply_k() -- tq_kv_rot_apply() likewise (the same floats) */
+struct tq_kv_kernels;
+void tq_kv_rot_encode_row(const struct tq_kv_kernels *kk, int code, int is_v, const float *x,
+                          int d, uint8_t *dst);
+void tq_kv_rot_apply_k(const struct tq_kv_kernels *kk, float *u, int d, int is_v);
 void tq_kv_rot_decode_row_ref(int code, int is_v, const uint8_t *src, int d, float *out);
 /* tq_kv_rot_decode_rotated_row_ref() -- dequantize only (rotated domain) */
 void tq_kv_rot_decode_rotated_row_ref(int code, const uint8_t *src, int d, float *out);

@@ -18,6 +18,7 @@
 
 #include "core/core.h"
 #include "core/half.h"
+#include "cpu/kv_cpu.h"
 #include "kv/kv_internal.h"
 
 /* ---- rotation ----------------------------------------------------------------------------- */
@@ -439,6 +440,47 @@ void tq_kv_rot_encode_row_ref(int code, int is_v, const float *x, int d, uint8_t
         else
             codes[code].enc(u + o, b);
     }
+}
+
+/* ---- the same bytes with an ISA's kernels ------------------------------------------------------- */
+
+void tq_kv_rot_apply_k(const struct tq_kv_kernels *kk, float *u, int d, int is_v)
+{
+    if (!kk || !kk->fwht) {
+        tq_kv_rot_apply(u, d, is_v);
+        return;
+    }
+    const int n = tq_kv_rot_size(is_v, d);
+    const float s = 1.0f / sqrtf((float)n);
+    for (int o = 0; o < d; o += n) {
+        kk->fwht(u + o, n);
+        for (int j = 0; j < n; j++)
+            u[o + j] *= s;
+    }
+}
+
+void tq_kv_rot_encode_row(const struct tq_kv_kernels *kk, int code, int is_v, const float *x,
+                          int d, uint8_t *dst)
+{
+    const tq_kv_lm_code *lc = lm_of(code);
+    if (!kk || !kk->enc_lm || !lc) {
+        if (kk && kk->fwht && !lc) { /* ggml codes: the rotation only */
+            float u[TQ_KV_MAX_HEAD_DIM];
+            memcpy(u, x, (size_t)d * sizeof(float));
+            tq_kv_rot_apply_k(kk, u, d, is_v);
+            for (int o = 0; o < d; o += 32)
+                codes[code].enc(u + o, dst + (size_t)(o / 32) * (size_t)codes[code].block_bytes);
+            return;
+        }
+        tq_kv_rot_encode_row_ref(code, is_v, x, d, dst);
+        return;
+    }
+    float u[TQ_KV_MAX_HEAD_DIM];
+    memcpy(u, x, (size_t)d * sizeof(float));
+    tq_kv_rot_apply_k(kk, u, d, is_v);
+    const tq_kv_lm_desc c = {lc->levels, lc->group, lm_pair_bits(lc->levels), TQ_KV_LM_REFITS,
+                             lc->grid, lc->bnd};
+    kk->enc_lm(&c, u, d / lc->group, dst);
 }
 
 void tq_kv_rot_decode_rotated_row_ref(int code, const uint8_t *src, int d, float *out)

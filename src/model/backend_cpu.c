@@ -133,7 +133,8 @@ static tq_status cpu_embed(void *ctx, const tq_be_mat *e, const int32_t *tok, in
         float *out = x + (size_t)t * dim;
         const size_t off = (size_t)tok[t] * (size_t)dim;
         if (q && q->f) { /* native: decode the one row (the dequantize-at-load values) */
-            q->f->k.dequant((const uint8_t *)q->w + (size_t)tok[t] * q->row_bytes, out, dim);
+            _Alignas(64) uint8_t row[TQ_QMM_R16_ROW_MAX]; /* an r16 row's file bytes */
+            q->f->k.dequant(tq_qmm_file_row(q, tok[t], row), out, dim);
         } else if (e->dtype == TQ_DTYPE_F32) {
             memcpy(out, (const float *)e->w + off, (size_t)dim * sizeof(float));
         } else {
@@ -274,6 +275,23 @@ static tq_status cpu_attend(void *ctx, void *kvp, int il, int64_t pos0, const fl
     return TQ_OK;
 }
 
+static tq_status cpu_attend_batch(void *ctx, int il, const tq_be_attn *it, int n)
+{
+    tq_session *s = ctx;
+    tq_kvc_item ki[64];
+    for (int a0 = 0; a0 < n; a0 += 64) {
+        const int m = n - a0 < 64 ? n - a0 : 64;
+        for (int a = 0; a < m; a++) {
+            const tq_be_attn *e = &it[a0 + a];
+            ki[a] = (tq_kvc_item){e->kv, e->pos0, e->n, e->k, e->v, e->q, e->out};
+        }
+        tq_status st = tq_kvcache_attend_batch(ki, m, il, s->m->pool);
+        if (st)
+            return st;
+    }
+    return TQ_OK;
+}
+
 static void cpu_softcap(void *ctx, float *y, int64_t n, float c)
 {
     for (int64_t i = 0; i < n; i++)
@@ -288,5 +306,6 @@ const tq_backend tq_backend_cpu = {
     .bias = cpu_bias,
     .rope = cpu_rope,
     .attend = cpu_attend,
+    .attend_batch = cpu_attend_batch,
     .softcap = cpu_softcap,
 };

@@ -59,6 +59,7 @@ struct tq_model {
     struct tq_model_tensor {
         const void *data;
         size_t bytes;
+        const tq_qmat *q; /* its native view (an r16 one is hashed in the file's rows), or NULL */
     } *tensors;
     int n_tensors;
     /* XXH3-128 of the tensors' bytes, computed on first use (tq_model_weights_hash) */

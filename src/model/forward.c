@@ -66,14 +66,22 @@ tq_status tq_forward_run(const tq_fwd_weights *fw, const tq_backend *be, void *c
             be->rmsnorm(ctx, r->q, r->q, w->q_norm, (int64_t)n * nh, hd, eps, p1);
             be->rmsnorm(ctx, r->k, r->k, w->k_norm, (int64_t)n * nkv, hd, eps, p1);
         }
+        /* every sequence's RoPE, then their appends + attention in one call when the backend
+         * has it (the cache spreads all of them over its threads, a lone sequence's too) */
+        const int together = be->attend_batch != NULL;
+        tq_be_attn ai[TQ_BATCH_MAX];
         for (int j = 0, t = 0; j < n_seq; t += seq[j++].n) {
             be->rope(ctx, r->q + (size_t)t * qd, nh, r->k + (size_t)t * kvd, nkv, seq[j].n, hd,
                      rd, inv_freq, seq[j].pos, r->cos_sin ? r->cos_sin + (size_t)t * rd : NULL);
-            if ((st = be->attend(ctx, seq[j].kv, il, seq[j].pos, r->k + (size_t)t * kvd,
-                                 r->v + (size_t)t * kvd, r->q + (size_t)t * qd, seq[j].n,
-                                 r->att + (size_t)t * qd)))
+            ai[j] = (tq_be_attn){seq[j].kv, seq[j].pos, seq[j].n, r->k + (size_t)t * kvd,
+                                 r->v + (size_t)t * kvd, r->q + (size_t)t * qd,
+                                 r->att + (size_t)t * qd};
+            if (!together && (st = be->attend(ctx, seq[j].kv, il, seq[j].pos, ai[j].k, ai[j].v,
+                                              ai[j].q, seq[j].n, ai[j].out)))
                 return st;
         }
+        if (together && (st = be->attend_batch(ctx, il, ai, n_seq)))
+            return st;
         /* x += (post_attn_norm) (att Wo) */
         a = (tq_be_mm){.x = r->att, .cols = qd, .n = n, .eps = eps, .plus_one = p1, .n_out = 1,
                        .res = r->x, .post_norm = w->post_attn_norm};

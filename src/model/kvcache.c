@@ -133,10 +133,8 @@ static void get_plain(tq_kv_kind kind, const uint8_t *src, int64_t n_rows, int h
     }
 }
 
-tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
-                             int64_t n, size_t k_rb, size_t v_rb, tq_kvc_put_fn put, void *ctx)
+tq_status tq_kvc_append_check(tq_kvcache *c, int il, int64_t pos, int64_t n)
 {
-    const int hd = c->head_dim, nkv = c->n_kv_heads;
     const int64_t S = tq_kvc_slots(c, il);
     if (tq_kvc_is_ring(c, il)) {
         const int64_t W = c->window[il];
@@ -159,6 +157,17 @@ tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k,
         if (pos + n - S > c->ring_lo[il])
             c->ring_lo[il] = pos + n - S;
     }
+    return TQ_OK;
+}
+
+tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
+                             int64_t n, size_t k_rb, size_t v_rb, tq_kvc_put_fn put, void *ctx)
+{
+    const int hd = c->head_dim, nkv = c->n_kv_heads;
+    const int64_t S = tq_kvc_slots(c, il);
+    tq_status st0 = tq_kvc_append_check(c, il, pos, n);
+    if (st0)
+        return st0;
     for (int64_t t = 0; t < n; t++)
         for (int g = 0; g < nkv; g++) {
             const size_t row = (size_t)g * (size_t)S + (size_t)((pos + t) % S);
@@ -167,6 +176,40 @@ tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k,
             if (st)
                 return st;
         }
+    return TQ_OK;
+}
+
+tq_status tq_kvcache_attend_batch(const tq_kvc_item *it, int n, int il, tq_pool *pool)
+{
+    enum { MAXB = 256 };
+    tq_kvc_item grp[MAXB];
+    unsigned char done[MAXB] = {0};
+    if (n > MAXB) { /* slices of MAXB items (the engine's batches are at most 256) */
+        tq_status st = tq_kvcache_attend_batch(it, MAXB, il, pool);
+        return st ? st : tq_kvcache_attend_batch(it + MAXB, n - MAXB, il, pool);
+    }
+    for (int a = 0; a < n; a++) {
+        if (done[a])
+            continue;
+        const tq_kvc_ops *ops = it[a].c->ops;
+        if (!ops->batch) {
+            tq_kvcache *c = it[a].c;
+            tq_status st = ops->append(c, il, it[a].pos, it[a].k, it[a].v, it[a].n);
+            if (st)
+                return st;
+            ops->attend(c, il, it[a].q, it[a].n, it[a].pos, it[a].out, pool);
+            continue;
+        }
+        int m = 0; /* every later item of the same ops table joins this group */
+        for (int b = a; b < n; b++)
+            if (!done[b] && it[b].c->ops == ops) {
+                grp[m++] = it[b];
+                done[b] = 1;
+            }
+        tq_status st = ops->batch(grp, m, il, pool);
+        if (st)
+            return st;
+    }
     return TQ_OK;
 }
 

@@ -20,6 +20,16 @@
 
 typedef struct tq_kvcache tq_kvcache;
 
+/* one sequence's part of a batched step (tq_kvcache_attend_batch): append k, v (n, n_kv_heads *
+ * head_dim) at positions [pos, pos + n) of its cache c, then out(n, n_heads * head_dim) = the
+ * attention of q (n, n_heads * head_dim) */
+typedef struct tq_kvc_item {
+    tq_kvcache *c;
+    int64_t pos, n;
+    const float *k, *v, *q;
+    float *out;
+} tq_kvc_item;
+
 typedef struct tq_kvc_ops {
     const char *name;
     /* append() -- store K/V of n tokens at positions [pos, pos + n) of layer il. k and v have
@@ -35,6 +45,11 @@ typedef struct tq_kvc_ops {
      * token_bytes() its real bytes per token (schemes whose layers differ, e.g. turbo +e8). */
     void (*destroy)(tq_kvcache *c);
     size_t (*token_bytes)(const tq_kvcache *c);
+    /* Optional (NULL = append() then attend() per item): batch() -- the append and attention
+     * of n items of layer il, each on its own cache of this ops table (distinct caches), in one
+     * go (work of all the items spread over pool); every item's floats and bytes equal its
+     * append() + attend() alone. Errors as append(). */
+    tq_status (*batch)(const tq_kvc_item *it, int n, int il, tq_pool *pool);
 } tq_kvc_ops;
 
 struct tq_kvcache {
@@ -123,6 +138,13 @@ typedef tq_status (*tq_kvc_put_fn)(tq_kvcache *c, int il, const float *k, const 
                                    uint8_t *kd, uint8_t *vd, void *ctx);
 tq_status tq_kvc_append_rows(tq_kvcache *c, int il, int64_t pos, const float *k, const float *v,
                              int64_t n, size_t k_rb, size_t v_rb, tq_kvc_put_fn put, void *ctx);
+/* tq_kvc_append_check() -- the ring checks and bookkeeping of tq_kvc_append_rows() alone (for
+ * a cache that writes the rows itself afterwards, at k[il] + (g * slots + t % slots) * k_rb) */
+tq_status tq_kvc_append_check(tq_kvcache *c, int il, int64_t pos, int64_t n);
+/* tq_kvcache_attend_batch() -- append + attend the n items (distinct caches) of layer il: the
+ * items whose caches have a batch() op go through it together (grouped by ops table), the
+ * others one by one. Stops at the first error. */
+tq_status tq_kvcache_attend_batch(const tq_kvc_item *it, int n, int il, tq_pool *pool);
 void tq_kvc_free_rows(tq_kvcache *c);
 /* tq_kvcache_token_bytes() -- real bytes of one token's K+V over all layers and kv-heads. */
 size_t tq_kvcache_token_bytes(const tq_kvcache *c);

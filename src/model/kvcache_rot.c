@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu/attn_rot.h"
+#include "cpu/kv_cpu.h"
 #include "kv/kv_internal.h"
 #include "model/kvcache.h"
 
@@ -18,6 +19,7 @@ typedef struct tq_kvc_rot {
     float iq4[16];              /* iq4_nl grid as floats (descriptor storage)          */
     float *kpairs, *vpairs;     /* the LM codes' pair tables (NULL for the other codes) */
     const tq_attn_rot_kernels *kern;
+    const tq_kv_kernels *kk;    /* encoder + rotation kernels (the reference's bytes)      */
     unsigned char *scratch;     /* n_threads x tq_attn_rot_scratch_bytes               */
     float *part;                /* decode partial states                               */
     float *qbuf;                /* ROT_QMAX x n_heads x head_dim rotated queries       */
@@ -61,8 +63,9 @@ static tq_status rot_put(tq_kvcache *c, int il, const float *ks, const float *vs
 {
     (void)il;
     (void)ctx;
-    tq_kv_rot_encode_row_ref(c->scheme.k_bits, 0, ks, c->head_dim, kd);
-    tq_kv_rot_encode_row_ref(c->scheme.v_bits, 1, vs, c->head_dim, vd);
+    const tq_kv_kernels *kk = ((tq_kvc_rot *)(void *)c)->kk;
+    tq_kv_rot_encode_row(kk, c->scheme.k_bits, 0, ks, c->head_dim, kd);
+    tq_kv_rot_encode_row(kk, c->scheme.v_bits, 1, vs, c->head_dim, vd);
     return TQ_OK;
 }
 
@@ -70,6 +73,22 @@ static tq_status rot_append(tq_kvcache *c, int il, int64_t pos, const float *k, 
                             int64_t n)
 {
     return tq_kvc_append_rows(c, il, pos, k, v, n, c->k_row_bytes, c->v_row_bytes, rot_put, NULL);
+}
+
+/* the attention job of nq rotated queries (r->qbuf) at pos0 of layer il, outputs to o */
+static tq_attn_rot_job job_of(tq_kvc_rot *r, int il, int64_t nq, int64_t pos0, float *o)
+{
+    const tq_kvcache *c = &r->base;
+    return (tq_attn_rot_job){
+        .kern = r->kern, .kc = &r->kc, .vc = &r->vc, .k = c->k[il], .v = c->v[il],
+        .k_rb = c->k_row_bytes, .v_rb = c->v_row_bytes,
+        .k_head_stride = (size_t)tq_kvc_slots(c, il) * c->k_row_bytes,
+        .v_head_stride = (size_t)tq_kvc_slots(c, il) * c->v_row_bytes,
+        .slots = tq_kvc_slots(c, il),
+        .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .hd = c->head_dim,
+        .scale = c->scale, .window = c->window && c->window[il] > 0 ? c->window[il] : 0,
+        .q = r->qbuf, .n_q = nq, .pos0 = pos0, .out = o, .scratch = r->scratch,
+        .part = r->part};
 }
 
 static void rot_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64_t pos0,
@@ -83,22 +102,109 @@ static void rot_attend(tq_kvcache *c, int il, const float *q, int64_t n_q, int64
         for (int64_t i = 0; i < nq * nh; i++) {
             float *qr = r->qbuf + (size_t)i * hd;
             memcpy(qr, q + ((size_t)s0 * nh + (size_t)i) * hd, (size_t)hd * sizeof(float));
-            tq_kv_rot_apply(qr, hd, 0);
+            tq_kv_rot_apply_k(r->kk, qr, hd, 0);
         }
         float *o = out + (size_t)s0 * nh * hd;
-        const tq_attn_rot_job j = {
-            .kern = r->kern, .kc = &r->kc, .vc = &r->vc, .k = c->k[il], .v = c->v[il],
-            .k_rb = c->k_row_bytes, .v_rb = c->v_row_bytes,
-            .k_head_stride = (size_t)tq_kvc_slots(c, il) * c->k_row_bytes,
-            .v_head_stride = (size_t)tq_kvc_slots(c, il) * c->v_row_bytes,
-            .slots = tq_kvc_slots(c, il),
-            .n_heads = nh, .n_kv_heads = c->n_kv_heads, .hd = hd, .scale = c->scale,
-            .window = c->window && c->window[il] > 0 ? c->window[il] : 0, .q = r->qbuf,
-            .n_q = nq, .pos0 = pos0 + s0, .out = o, .scratch = r->scratch, .part = r->part};
+        const tq_attn_rot_job j = job_of(r, il, nq, pos0 + s0, o);
         tq_attn_rot_run(&j, p);
         for (int64_t i = 0; i < nq * nh; i++) /* the one inverse rotation per output row */
-            tq_kv_rot_apply(o + (size_t)i * hd, hd, 1);
+            tq_kv_rot_apply_k(r->kk, o + (size_t)i * hd, hd, 1);
     }
+}
+
+/* ---- batched step: one unit per (sequence, kv-head) ---------------------------------------------
+ * A unit encodes its kv-head's new K/V rows, rotates its query heads, runs the attention of
+ * its kv-head (tq_attn_rot_run_head: every chunk in order, the decode form's floats) and
+ * un-rotates its outputs: the same functions on the same rows as append() + attend() of that
+ * sequence alone, so the same bytes and floats. The units of all the sequences share one pool
+ * job per layer (a sequence alone: 1-2 jobs of n_kv_heads units, the encode on one thread). */
+enum { BMAX = 256 };
+
+typedef struct rot_batch {
+    const tq_kvc_item *it;
+    int il, n;
+    int64_t uoff[BMAX + 1]; /* units of item a: [uoff[a], uoff[a + 1])     */
+    double cost[BMAX];      /* estimated cost of one unit of item a         */
+    double total;
+} rot_batch;
+
+static void rot_unit(const tq_kvc_item *it, int il, int g, int ith)
+{
+    tq_kvcache *c = it->c;
+    tq_kvc_rot *r = (tq_kvc_rot *)(void *)c;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, group = nh / nkv;
+    const int64_t S = tq_kvc_slots(c, il);
+    for (int64_t t = 0; t < it->n; t++) {
+        const size_t row = (size_t)g * (size_t)S + (size_t)((it->pos + t) % S);
+        rot_put(c, il, it->k + ((size_t)t * nkv + g) * hd, it->v + ((size_t)t * nkv + g) * hd,
+                c->k[il] + row * c->k_row_bytes, c->v[il] + row * c->v_row_bytes, NULL);
+    }
+    for (int64_t i = 0; i < it->n; i++)
+        for (int h = g * group; h < (g + 1) * group; h++) {
+            float *qr = r->qbuf + ((size_t)i * nh + h) * hd;
+            memcpy(qr, it->q + ((size_t)i * nh + h) * hd, (size_t)hd * sizeof(float));
+            tq_kv_rot_apply_k(r->kk, qr, hd, 0);
+        }
+    const tq_attn_rot_job j = job_of(r, il, it->n, it->pos, it->out);
+    tq_attn_rot_run_head(&j, g, r->scratch + (size_t)ith * tq_attn_rot_scratch_bytes(hd, group));
+    for (int64_t i = 0; i < it->n; i++)
+        for (int h = g * group; h < (g + 1) * group; h++)
+            tq_kv_rot_apply_k(r->kk, it->out + ((size_t)i * nh + h) * hd, hd, 1);
+}
+
+static void batch_task(void *ctx, int ith, int nth)
+{
+    const rot_batch *b = ctx;
+    double before = 0.0; /* a unit goes to the thread its cost midpoint falls in: contiguous */
+    for (int a = 0; a < b->n; a++)
+        for (int64_t u = b->uoff[a]; u < b->uoff[a + 1]; u++) {
+            const double mid = before + 0.5 * b->cost[a];
+            before += b->cost[a];
+            int t = (int)(mid / b->total * nth);
+            if ((t < nth ? t : nth - 1) == ith)
+                rot_unit(&b->it[a], b->il, (int)(u - b->uoff[a]), ith);
+        }
+}
+
+static tq_status rot_batch_run(const tq_kvc_item *it, int n, int il, tq_pool *pool)
+{
+    rot_batch b = {.it = it, .il = il};
+    tq_kvc_item small[BMAX];
+    tq_pool *p = pool;
+    double work = 0.0;
+    for (int a = 0; a < n; a++) { /* decode-sized items join the shared job */
+        tq_kvcache *c = it[a].c;
+        if (it[a].n > TQ_ROT_QD || b.n == BMAX)
+            continue;
+        tq_status st = tq_kvc_append_check(c, il, it[a].pos, it[a].n);
+        if (st)
+            return st;
+        if (tq_pool_size(pool) > c->n_threads) /* the cache's scratch is per thread */
+            p = NULL;
+        const int64_t W = c->window && c->window[il] > 0 ? c->window[il] : 0;
+        const int64_t keys = W && it[a].pos + it[a].n > W ? W : it[a].pos + it[a].n;
+        small[b.n] = it[a];
+        b.uoff[b.n + 1] = b.uoff[b.n] + c->n_kv_heads;
+        b.cost[b.n] = (double)it[a].n * (double)(keys + 64) * (double)(c->n_heads / c->n_kv_heads);
+        work += (double)it[a].n * (double)keys * (double)c->n_heads * (double)c->head_dim;
+        b.total += b.cost[b.n] * (double)c->n_kv_heads;
+        b.n++;
+    }
+    b.it = small;
+    if (b.n) /* little work (short windows): the caller alone, as tq_attn_rot_run() decides */
+        tq_pool_run(work >= 32768.0 ? p : NULL, batch_task, &b);
+    for (int a = 0, m = 0; a < n; a++) { /* the others alone */
+        if (it[a].n <= TQ_ROT_QD && m < BMAX) {
+            m++;
+            continue;
+        }
+        tq_kvcache *c = it[a].c;
+        tq_status st = rot_append(c, il, it[a].pos, it[a].k, it[a].v, it[a].n);
+        if (st)
+            return st;
+        rot_attend(c, il, it[a].q, it[a].n, it[a].pos, it[a].out, pool);
+    }
+    return TQ_OK;
 }
 
 static void rot_destroy(tq_kvcache *c)
@@ -113,7 +219,8 @@ static void rot_destroy(tq_kvcache *c)
     tq_free(r);
 }
 
-static const tq_kvc_ops rot_ops = {"rot-fused", rot_append, rot_attend, rot_destroy, NULL};
+static const tq_kvc_ops rot_ops = {"rot-fused", rot_append, rot_attend, rot_destroy, NULL,
+                                   rot_batch_run};
 
 tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
                                 int head_dim, int64_t n_ctx, float scale, int n_threads,
@@ -150,6 +257,7 @@ tq_status tq_kvcache_rot_create(tq_kv_scheme scheme, int n_layers, int n_heads, 
                                          "head_dim %d with these codes", nm, head_dim);
     }
     r->kern = tq_attn_rot_kernels_for(tq_cpu_isa());
+    r->kk = tq_kv_kernels_get(tq_cpu_isa());
     const int group = n_heads / n_kv_heads;
     size_t per_k, per_v, sb;
     c->k = tq_calloc((size_t)n_layers, sizeof(*c->k));

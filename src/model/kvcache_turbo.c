@@ -211,9 +211,9 @@ static size_t turbo_token_bytes(const tq_kvcache *c)
 }
 
 static const tq_kvc_ops turbo_fused_ops = {"turbo-fused", turbo_append, tq_kvc_turbo_attend_fused,
-                                           turbo_destroy, turbo_token_bytes};
+                                           turbo_destroy, turbo_token_bytes, NULL};
 static const tq_kvc_ops turbo_ref_ops = {"turbo-dequant-window", turbo_append, ref_attend,
-                                         turbo_destroy, turbo_token_bytes};
+                                         turbo_destroy, turbo_token_bytes, NULL};
 
 tq_status tq_kvcache_turbo_create(tq_kv_scheme scheme, int n_layers, int n_heads, int n_kv_heads,
                                   int head_dim, int64_t n_ctx, float scale, int n_threads,

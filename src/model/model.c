@@ -75,9 +75,14 @@ static tq_status load_native(loader *L, const char *name, const tq_weights_tenso
         return st;
     }
     *q = (tq_qmat){.w = buf, .f = f, .rows = d0, .cols = d1, .row_bytes = rb};
+    /* decode from 16 rows interleaved (cpu/qdot_r16.h) where this CPU has the kernel: the same
+     * buffer rearranged in place (one resident copy), every other reader sees the file rows
+     * through qmatmul.h's unpacked view */
+    tq_qmm_r16_pack(q, L->m->act_f32);
     L->m->native = 1;
     L->m->weight_bytes += ti->src_nbytes;
     L->m->tensors[L->m->n_tensors].data = buf;
+    L->m->tensors[L->m->n_tensors].q = q;
     L->m->tensors[L->m->n_tensors++].bytes = ti->src_nbytes;
     *dst = buf;
     return TQ_OK;
@@ -296,9 +301,10 @@ static void describe_native(tq_model *m)
                 continue;
             seen[ns++] = q;
             char kn[64];
-            pos += (size_t)snprintf(m->kernels + pos, sizeof(m->kernels) - pos, "%s%s %s",
+            pos += (size_t)snprintf(m->kernels + pos, sizeof(m->kernels) - pos, "%s%s %s%s",
                                     pos ? ", " : "", q->f->name,
-                                    tq_qmm_kernel_name(q->f, m->act_f32, kn, sizeof(kn)));
+                                    tq_qmm_kernel_name(q->f, m->act_f32, kn, sizeof(kn)),
+                                    q->r16 ? " + r16 decode (16-row repack at load)" : "");
             if (pos >= sizeof(m->kernels))
                 pos = sizeof(m->kernels) - 1;
         }
@@ -518,8 +524,19 @@ void tq_model_weights_hash(const tq_model *cm, uint8_t out[16])
         const uint64_t t0 = tq_now_ns();
         XXH3_state_t st;
         XXH3_128bits_reset(&st);
-        for (int i = 0; i < m->n_tensors; i++)
-            XXH3_128bits_update(&st, m->tensors[i].data, m->tensors[i].bytes);
+        for (int i = 0; i < m->n_tensors; i++) {
+            const tq_qmat *q = m->tensors[i].q;
+            if (!q || !q->r16) {
+                XXH3_128bits_update(&st, m->tensors[i].data, m->tensors[i].bytes);
+                continue;
+            }
+            /* the r16 layout (cpu/qdot_r16.h) hashed as the file's rows: the same value */
+            _Alignas(64) uint8_t rows[16 * TQ_QMM_R16_ROW_MAX];
+            for (int64_t r = 0; r < q->rows; r += 16) {
+                tq_qmm_file_rows(q, r, r + 16, rows);
+                XXH3_128bits_update(&st, rows, 16 * q->row_bytes);
+            }
+        }
         /* what else changes the numbers for the same shapes: RoPE frequencies, scalars */
         const size_t nf = (size_t)(m->cfg.rope_dim / 2) * sizeof(float);
         XXH3_128bits_update(&st, m->inv_freq, nf);
@@ -548,8 +565,13 @@ const char *tq_native_kernel_name(int type, int f32_act, char *buf, size_t cap)
         snprintf(buf, cap, "dense (dequantized to the weight dtype)");
     else if (!f || tq_qmm_path(f, f32_act) == TQ_QPATH_NONE)
         snprintf(buf, cap, "none (not supported)");
-    else
+    else {
         tq_qmm_kernel_name(f, f32_act, buf, cap);
+        const tq_qmat probe = {.f = f, .rows = 16, .cols = 576, .row_bytes = 18 * f->block_bytes};
+        const size_t n = strlen(buf);
+        if (f->block == 32 && tq_qmm_r16_ok(&probe, f32_act) && n < cap)
+            snprintf(buf + n, cap - n, " + r16 decode (16-row repack at load)");
+    }
     return buf;
 }
 

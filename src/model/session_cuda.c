@@ -123,8 +123,9 @@ static tq_status host_bf16(const tq_model *m, const void *dense, const tq_qmat *
                        (long long)rows, (long long)cols);
     }
     for (int64_t r = 0; r < rows; r++) {
+        _Alignas(64) uint8_t fr[TQ_QMM_R16_ROW_MAX]; /* an r16 row's file bytes */
         if (nat)
-            q->f->dequant_ref((const uint8_t *)q->w + (size_t)r * q->row_bytes, row, cols);
+            q->f->dequant_ref(tq_qmm_file_row(q, r, fr), row, cols);
         else if (m->wtype == TQ_DTYPE_F32)
             memcpy(row, (const float *)dense + r * cols, (size_t)cols * 4);
         else
@@ -169,21 +170,31 @@ static tq_status up_mat(tq_cuda_session *s, const tq_model *m, const void *dense
          * product) of rows that are not a multiple of 16 bytes (Q8_0 / Q4_0 / Q4_1 at 576
          * columns) goes up with its rows padded to a 16-byte stride, which the wide kernel needs */
         const size_t rb = q->rows >= 16384 && q->row_bytes % 16 ? (q->row_bytes + 15) / 16 * 16 : q->row_bytes;
-        const size_t bytes = (size_t)q->rows * rb;
+        const size_t fbytes = (size_t)q->rows * q->row_bytes, bytes = (size_t)q->rows * rb;
+        void *fr = NULL; /* an r16 matrix (cpu/qdot_r16.h) goes up in the file's rows */
+        if (q->r16) {
+            if (!(fr = tq_aligned_alloc(fbytes)))
+                return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory (%zu bytes)",
+                               fbytes);
+            tq_qmm_file_rows(q, 0, q->rows, fr);
+        }
+        const uint8_t *src = fr ? (const uint8_t *)fr : (const uint8_t *)q->w;
         if (rb == q->row_bytes) {
-            if ((st = up(s, q->w, bytes, dst)))
-                return st;
+            st = up(s, src, bytes, dst);
         } else {
             uint8_t *h = tq_calloc(bytes, 1);
-            if (!h)
+            if (!h) {
+                tq_free(fr);
                 return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory (%zu bytes)", bytes);
+            }
             for (int64_t r = 0; r < q->rows; r++)
-                memcpy(h + (size_t)r * rb, (const uint8_t *)q->w + (size_t)r * q->row_bytes, q->row_bytes);
+                memcpy(h + (size_t)r * rb, src + (size_t)r * q->row_bytes, q->row_bytes);
             st = up(s, h, bytes, dst);
             tq_free(h);
-            if (st)
-                return st;
         }
+        tq_free(fr);
+        if (st)
+            return st;
         v.w = *dst;
         v.row_bytes = rb;
         s->qm[s->n_qm] = v;

@@ -1,0 +1,113 @@
+/* qdot_r16_avx512vnni.c -- the decode kernel over the r16 layout (qdot_r16.h), AVX512-VNNI.
+ * ISA flags: the _avx512vnni.c rule of CMakeLists.txt.
+ *
+ * One group (16 rows) . one token, rows in the zmm lanes: per block, the int32 P_b of the 16 rows
+ * is vpdpbusd over the group block's dwords (unsigned weights) with the token's 4 activation
+ * bytes broadcast, started at -8 sum(a) (Q4_0) / -128 sum(a) (Q8_0, stored w + 128) / 0 (Q4_1);
+ * then acc = fma((float)P_b, d_w * d_a, acc) for the 16 rows at once (Q4_1: accm += m_w * s_a):
+ * each lane is its row's chain of qdot.h in block order, so the bits of the scalar reference.
+ * Tokens loop outside the group (its bytes stay in L1 for the next token). */
+#include <immintrin.h>
+
+#include "cpu/qdot.h"
+#include "cpu/qdot_r16.h"
+
+/* the activation sums' corrections of up to CB blocks per span */
+enum { CB = 256 };
+
+#ifndef R16_PF
+#define R16_PF 4096
+#endif
+static inline __attribute__((always_inline)) void
+r16_group(int F, const uint8_t *g, int64_t nb, const tq_q8a *a, const int32_t *cor, float *y)
+{
+    const size_t qb = F == TQ_GGML_Q8_0 ? 512 : 256; /* quant bytes of a group block */
+    const size_t hb = F == TQ_GGML_Q4_1 ? 64 : 32;   /* header bytes of a group block */
+    const uint8_t *gh = g + (size_t)nb * qb;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * qb, *h = gh + (size_t)b * hb;
+        const int32_t *ad = (const int32_t *)(const void *)a[b].qs;
+        _Pragma("GCC unroll 8") for (size_t l = 0; l < qb; l += 64)
+            _mm_prefetch((const char *)q + R16_PF + l, _MM_HINT_T0);
+        __m512i p0 = _mm512_set1_epi32(cor ? cor[b] : 0), p1 = _mm512_setzero_si512();
+        if (F == TQ_GGML_Q8_0) {
+            _Pragma("GCC unroll 8") for (int i = 0; i < 8; i += 2)
+            {
+                p0 = _mm512_dpbusd_epi32(p0, _mm512_loadu_si512(q + 64 * i),
+                                         _mm512_set1_epi32(ad[i]));
+                p1 = _mm512_dpbusd_epi32(p1, _mm512_loadu_si512(q + 64 * (i + 1)),
+                                         _mm512_set1_epi32(ad[i + 1]));
+            }
+        } else {
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+            {
+                const __m512i v = _mm512_loadu_si512(q + 64 * i);
+                p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(v, m4), _mm512_set1_epi32(ad[i]));
+                p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                         _mm512_set1_epi32(ad[i + 4]));
+            }
+        }
+        const __m512 pf = _mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+        acc = _mm512_fmadd_ps(pf, _mm512_mul_ps(dw, _mm512_set1_ps(a[b].d)), acc);
+        if (F == TQ_GGML_Q4_1)
+            accm = _mm512_add_ps(
+                accm, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 32))),
+                                    _mm512_set1_ps(a[b].s)));
+    }
+    _mm512_storeu_ps(y, F == TQ_GGML_Q4_1 ? _mm512_add_ps(acc, accm) : acc);
+}
+
+static inline __attribute__((always_inline)) void r16_mv(int F, const void *w, size_t row_bytes,
+                                                         int64_t k, const void *act, int64_t n,
+                                                         float *y, int64_t ldy, int64_t r0,
+                                                         int64_t r1)
+{
+    const int64_t nb = k / TQ_QK;
+    const tq_q8a *a0 = act;
+    const int32_t mul = F == TQ_GGML_Q4_0 ? -8 : F == TQ_GGML_Q8_0 ? -128 : 0;
+    int32_t cor[CB];
+    float out[TQ_R16];
+    /* rows longer than CB blocks: not given the layout (tq_qmm_r16_ok); kept correct anyway by
+     * the spans below never being needed -- nb <= CB is checked by the caller */
+    for (int64_t t = 0; t < n; t++) {
+        const tq_q8a *a = a0 + t * nb;
+        if (mul)
+            for (int64_t b = 0; b < nb; b++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)a[b].qs);
+                const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
+                                                    _mm256_set1_epi16(1));
+                __m128i h =
+                    _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 1));
+                cor[b] = mul * _mm_cvtsi128_si32(h);
+            }
+        (void)0;
+        for (int64_t r = r0; r < r1; r += TQ_R16) {
+            r16_group(F, (const uint8_t *)w + (size_t)r * row_bytes, nb, a, mul ? cor : NULL, out);
+            for (int i = 0; i < TQ_R16; i++)
+                y[t * ldy + r + i] = out[i];
+        }
+    }
+}
+
+#define R16_FN(F, name)                                                                            \
+    static void r16_mv_##name(const void *w, size_t row_bytes, int64_t k, const void *act,         \
+                              int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)            \
+    {                                                                                              \
+        r16_mv(F, w, row_bytes, k, act, n, y, ldy, r0, r1);                                        \
+    }
+R16_FN(TQ_GGML_Q4_0, q4_0)
+R16_FN(TQ_GGML_Q4_1, q4_1)
+R16_FN(TQ_GGML_Q8_0, q8_0)
+
+tq_qmv_q8_fn tq_r16_mv_avx512(int id)
+{
+    return id == TQ_GGML_Q4_0   ? r16_mv_q4_0
+           : id == TQ_GGML_Q4_1 ? r16_mv_q4_1
+           : id == TQ_GGML_Q8_0 ? r16_mv_q8_0
+                                : NULL;
+}
