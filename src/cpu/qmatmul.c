@@ -82,12 +82,13 @@ static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int6
  * gemm_q8 tile (packed activations) takes the product instead of mv_q8 */
 #define QMM_QACT_PAR 16
 #define QMM_GEMM_MIN 8
-/* tokens up to which an r16 matrix runs the r16 kernel (a pass per token over the group, from L1);
- * from 5 the AMX / VNNI tiles on the unpacked view are as fast or faster. Best of 5 x 300 calls,
- * 1536 x 576, 1 thread, loaded box, us, main's AMX mv / r16: Q4_0 n=1 38.7 / 6.7, n=2 72.1 / 13.4,
- * n=4 54.6 / 26.8, n=5 54.9 / 45.3, n=8 56.0 / 80.8; Q4_1 n=4 62.0 / 29.7, n=5 56.9 / 57.4; Q8_0
- * n=1 20.6 / 7.4, n=4 42.2 / 28.0, n=5 45.6 / 49.0 */
-#define QMM_R16_MAX_N 4
+/* tokens up to which an r16 matrix runs the r16 kernel (4 tokens per pass over a group, each
+ * block's weights split once); from 8 the packed-activation tiles (AMX / VNNI) on the unpacked
+ * view. Best of 5 x 300 calls, 1536 x 576, 1 thread, loaded box, us, main's AMX mv (41d4fe5) / r16:
+ * Q4_0 n=1 26.8 / 6.8, n=2 40.1 / 10.6, n=4 43.9 / 17.0, n=7 50.1 / 42.2, n=8 48.5 / 46.7; Q4_1
+ * n=4 46.1 / 18.8, n=7 47.1 / 35.3, n=8 83.1 / 91.0; Q8_0 n=1 20.7 / 7.2, n=4 35.3 / 14.5, n=7
+ * 52.4 / 48.3, n=8 72.2 / 49.4 */
+#define QMM_R16_MAX_N 7
 
 typedef struct qact_job {
     const float *x;
