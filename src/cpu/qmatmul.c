@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cpu/qdot.h"
+#include "cpu/qdot_amx.h"
 #include "cpu/qdot_r16.h"
 #include "cpu/qmatmul.h"
 
@@ -155,6 +156,15 @@ static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t 
     if (!W->r16) {
         qmm_rows_file(j, W, o->y, o->ldy, r0, r1);
         return;
+    }
+    if (j->n >= TQ_AMX_R16_MIN_N && j->n <= 8 && !j->act_f32 && tq_cpu_amx()) {
+        /* a batched decode step of 4..8 tokens: the AMX tile reads the r16 groups in place
+         * (instead of the r16 kernel's pass per token or the unpacked view) */
+        const tq_qmv_q8_fn amx = tq_qdot_amx_r16(W->f->id);
+        if (amx) {
+            amx(W->w, W->row_bytes, W->cols, j->act_a, j->n, o->y, o->ldy, r0, r1);
+            return;
+        }
     }
     if (j->n <= QMM_R16_MAX_N && !j->act_f32) { /* decode: the r16 kernel (r0, r1: whole groups) */
         tq_r16_mv_avx512(W->f->id)(W->w, W->row_bytes, W->cols, j->act_a, j->n, o->y, o->ldy, r0,
