@@ -24,3 +24,7 @@ else()
 endif()
 # The device greedy sampler and the generation loop on the GPU (issue 16 item 4; tiny model only).
 tq_test(test_cuda_gen LABELS cuda TIMEOUT 300)
+# A random-weight GGUF of SmolLM2-135M's shape (tests/rand_gguf.h) for the GPU benchmarks.
+add_executable(rand_gguf ${PROJECT_SOURCE_DIR}/bench/cuda/rand_gguf.c)
+target_compile_options(rand_gguf PRIVATE -Wall -Wextra -Wno-unused-parameter)
+target_link_libraries(rand_gguf PRIVATE turboquant)

@@ -13,7 +13,8 @@
  *    (the tolerance of test_cuda_kv).
  *  - GPU kv8 / turbo cache vs the CPU cache of the same scheme: mean KL < 0.1 and top-1 equal at
  *    >= 85% of the steps. Quantized caches are compared loosely on purpose: the GPU's K/V differ
- *    from the CPU's at the 1e-3 level (bf16 activations into the GEMMs, summation order), and a
+ *    from the CPU's at the 1e-3 level (bf16 activations into the other GEMMs -- the K / V
+ *    projections take f32 since 2026-12-03 --, the attention's arithmetic), and a
  *    code that flips at a quantization boundary moves a value by a whole step (3-bit V: a large
  *    one), so the two same-scheme runs drift apart by a fraction of the codec's own error (measured
  *    2026-11-29 on the H200: kv8 mean 6.0e-3 max 8.3e-2, turbo mean 4.2e-2 max 0.47; printed,

@@ -23,12 +23,31 @@
  *     eval (a 20-token prefill, 4 decode steps) the last layer's K / V rows that the GPU forward
  *     appended (tq_cuda_session_debug_kv), encoded by the CPU codec (tq_kv_encode_k/v), == the
  *     bytes the device cache holds for them (tq_cuda_kv_read_rows), for kv8, turbo k8v3 and
- *     k4v3: the quantized caches' GPU/CPU drift is not the encoder. */
+ *     k4v3: the quantized caches' GPU/CPU drift is not the encoder.
+ *  6. Issue 16 item 6's fix, exact K / V inputs: a one-layer random model of SmolLM2's shape
+ *     (tests/rand_gguf.h, f32 values = bf16 weights), its V rows (the forward's own, before the
+ *     encoder) after a 20-token prefill (cuBLAS: hi + lo bf16 GEMMs) and 2 decode steps (the GEMV
+ *     with f32 activations) against a float64 reference from the same f32 input x / rms(x) * g:
+ *     max rel L2 error < 1e-5 with the default inputs (TQ_CUDA_IN_KV_F32) and with
+ *     TQ_CUDA_IN_F32; with TQ_CUDA_IN_BF16 (activations rounded to bf16, the forward before) it
+ *     must be > 1e-4 (the check sees the rounding).
+ *  7. (skipped with --quick) The same-scheme drift GPU vs CPU on the 30-layer random model of
+ *     SmolLM2's shape (Q8_0 file, bf16 weights), 64 random prompt tokens + 8 steps fed with the
+ *     CPU bf16 cache's argmax, caches bf16 / kv8 / turbo k8v3 against the CPU's same scheme, for
+ *     each input rule (bf16, K/V f32, all f32): printed (KL mean / max, top-1); bounds as
+ *     test_cuda_fwd (bf16 max KL < 0.01; quantized mean KL < 0.1, top-1 >= 85%: not for bf16
+ *     inputs, printed only); with all-f32 inputs the bf16 cache's max KL < 1e-5 (the CPU alone,
+ *     bench/cuda/cpu_drift.c: another f32 summation order 1.9e-7, bf16-rounded activations
+ *     1.3e-5); the turbo k8v3 mean KL with f32 K/V inputs and with all f32 < 0.8x that with bf16
+ *     inputs (measured 2026-12-03, H200: 2.2e-3 -> 1.1e-3 / 7.2e-4; the rest is the attention
+ *     kernel's own error, docs/results.md). Then the same file with native weights: the Q8_0 head through the wide
+ *     kernel vs the decode job (max KL < 1e-3, same top-1) and vs the CPU (< 0.05). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/rng.h"
 #include "cuda/backend_cuda.h"
@@ -38,6 +57,7 @@
 #define MODEL_DIR "tests/data/tiny/llama"
 
 #include "byte_tokenizer.h"
+#include "rand_gguf.h"
 
 /* ---- 1. the kernel against the CPU sampler ------------------------------------------------ */
 
@@ -546,6 +566,321 @@ static void encoder_in_forward(void)
     tq_model_free(m);
 }
 
+/* ---- 6. exact K / V inputs ----------------------------------------------------------------- */
+
+typedef struct {
+    float *emb, *norm, *wv;
+} kept;
+
+static void keep_cb(void *ctx, const char *name, const float *x, int64_t n)
+{
+    kept *k = ctx;
+    float **dst = !strcmp(name, "token_embd.weight")       ? &k->emb
+                  : !strcmp(name, "blk.0.attn_norm.weight") ? &k->norm
+                  : !strcmp(name, "blk.0.attn_v.weight")    ? &k->wv
+                                                            : NULL;
+    if (dst && (*dst = malloc((size_t)n * 4)))
+        memcpy(*dst, x, (size_t)n * 4);
+}
+
+/* bf16 rounding, nearest even (the session's weights) */
+static float bf16r(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* max over rows of ||v - ref|| / ||ref||, ref = Wv (x / rms(x) * g) in float64, x = the
+ * embedding row as the session holds it (bf16) */
+static double v_err(const kept *kp, const int32_t *tok, int n, const float *v, int dim, int kvd)
+{
+    double worst = 0.0;
+    float x[576];
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < dim && i < 576; i++)
+            x[i] = bf16r(kp->emb[(size_t)tok[t] * dim + i]);
+        double ss = 0.0;
+        for (int i = 0; i < dim; i++)
+            ss += (double)x[i] * x[i];
+        const double r = 1.0 / sqrt(ss / dim + 1e-5);
+        double e2 = 0.0, n2 = 0.0;
+        for (int o = 0; o < kvd; o++) {
+            double acc = 0.0;
+            for (int i = 0; i < dim; i++)
+                acc += (double)bf16r(kp->wv[(size_t)o * dim + i]) * ((double)x[i] * r * kp->norm[i]);
+            const double d = v[(size_t)t * kvd + o] - acc;
+            e2 += d * d;
+            n2 += acc * acc;
+        }
+        const double rel = sqrt(e2 / (n2 > 0 ? n2 : 1e-300));
+        worst = rel > worst ? rel : worst;
+    }
+    return worst;
+}
+
+static void exact_kv_inputs(void)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/tq_cuda_gen_rand1_%d.gguf", (int)getpid());
+    kept kp = {0};
+    tq_status st = rand_gguf_write_ex(path, TQ_GGML_F32, 1, t_seed, keep_cb, &kp);
+    CHECK(st == TQ_OK && kp.emb && kp.norm && kp.wv, "random 1-layer GGUF: %s", tq_last_error());
+    tq_model *m = NULL;
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.weight_type = TQ_DTYPE_BF16;
+    mo.weight_store = TQ_STORE_DEQUANT;
+    if (st == TQ_OK)
+        CHECK((st = tq_model_load(path, &mo, &m)) == TQ_OK, "load %s: %s", path, tq_last_error());
+    remove(path);
+    if (m) {
+        tq_model_info mi;
+        tq_model_get_info(m, &mi);
+        const int dim = mi.dim, kvd = mi.n_kv_heads * mi.head_dim;
+        int32_t toks[22];
+        tq_rng rng;
+        tq_rng_seed(&rng, t_seed ^ 0x6ea7u);
+        for (int i = 0; i < 22; i++)
+            toks[i] = (int32_t)(tq_rng_u64(&rng) % (uint64_t)mi.vocab_size);
+        static const struct { int in; const char *name; } M[] = {
+            {TQ_CUDA_IN_BF16, "bf16 (before)"}, {TQ_CUDA_IN_KV_F32, "K/V f32 (default)"}, {TQ_CUDA_IN_F32, "all f32"}};
+        double err[3][2] = {{0}};
+        float *v = malloc((size_t)20 * kvd * 4);
+        tq_kv_scheme ks;
+        tq_kv_scheme_parse("turbo:k8v3", &ks);
+        for (int mi_ = 0; mi_ < 3 && v; mi_++) {
+            tq_cuda_session *g = NULL;
+            tq_cuda_session_opts go = {0};
+            go.inputs = M[mi_].in;
+            CHECK(tq_cuda_session_create(m, ks, 64, &g) == TQ_OK && tq_cuda_session_set_opts(g, &go) == TQ_OK,
+                  "session: %s", tq_last_error());
+            for (int s = 0; g && s < 3; s++) { /* the prefill, then 2 decode steps (graphs) */
+                const int n = s ? 1 : 20, t0 = s ? 19 + s : 0;
+                const float *dk = NULL, *dv = NULL;
+                st = tq_cuda_session_eval(g, toks + t0, n, NULL);
+                if (st == TQ_OK)
+                    st = tq_cuda_session_debug_kv(g, &dk, &dv);
+                if (st == TQ_OK)
+                    st = tq_cuda_memcpy(v, dv, (size_t)n * kvd * 4, 1);
+                CHECK(st == TQ_OK, "%s step %d: %s", M[mi_].name, s, tq_last_error());
+                if (st != TQ_OK)
+                    break;
+                const double e = v_err(&kp, toks + t0, n, v, dim, kvd);
+                err[mi_][s > 0] = e > err[mi_][s > 0] ? e : err[mi_][s > 0];
+            }
+            tq_cuda_session_free(g);
+            printf("exact K/V inputs: GPU inputs %-18s layer-0 V rows vs float64: max rel L2 err prefill (20 "
+                   "tokens) %.2e, decode %.2e\n", M[mi_].name, err[mi_][0], err[mi_][1]);
+        }
+        free(v);
+        for (int j = 0; j < 2; j++) {
+            CHECK(err[1][j] < 1e-5 && err[2][j] < 1e-5, "%s: V rows with f32 inputs rel err %.3e / %.3e >= 1e-5",
+                  j ? "decode" : "prefill", err[1][j], err[2][j]);
+            CHECK(err[0][j] > 1e-4, "%s: V rows with bf16 inputs rel err %.3e <= 1e-4 (rounding not seen)",
+                  j ? "decode" : "prefill", err[0][j]);
+        }
+    }
+    tq_model_free(m);
+    free(kp.emb), free(kp.norm), free(kp.wv);
+}
+
+/* ---- 7. same-scheme drift GPU vs CPU per input rule ------------------------------------------ */
+
+static double kl64(const float *p, const float *q, int n)
+{
+    double mp = -INFINITY, mq = -INFINITY, zp = 0, zq = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        mp = p[i] > mp ? p[i] : mp;
+        mq = q[i] > mq ? q[i] : mq;
+    }
+    for (int i = 0; i < n; i++) {
+        zp += exp(p[i] - mp);
+        zq += exp(q[i] - mq);
+    }
+    for (int i = 0; i < n; i++) {
+        const double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
+        k += exp(lp) * (lp - lq);
+    }
+    return k;
+}
+
+static int argmax_f(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        b = x[i] > x[b] ? i : b;
+    return b;
+}
+
+/* the same file with native weights: the Q8_0 head (49152 x 576, rows padded to 16 bytes on the
+ * device) through the wide kernel (default) vs the decode job (no_wide_head), and vs the CPU's
+ * native forward (f32 cache) */
+static void native_head(const char *path)
+{
+    tq_model *m = NULL;
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.weight_type = TQ_DTYPE_BF16;
+    mo.weight_store = TQ_STORE_NATIVE;
+    CHECK(tq_model_load(path, &mo, &m) == TQ_OK, "load native: %s", tq_last_error());
+    if (!m)
+        return;
+    tq_model_info mi;
+    tq_model_get_info(m, &mi);
+    const int V = mi.vocab_size, np = 32, steps = 6;
+    int32_t prompt[32];
+    tq_rng rng;
+    tq_rng_seed(&rng, t_seed ^ 0x4eadu);
+    for (int i = 0; i < np; i++)
+        prompt[i] = (int32_t)(tq_rng_u64(&rng) % (uint64_t)V);
+    tq_session *c = NULL;
+    tq_session_opts so;
+    tq_session_opts_default(&so);
+    tq_kv_scheme_parse("f32", &so.kv);
+    so.n_ctx = np + steps + 2;
+    tq_kv_scheme bf16;
+    tq_kv_scheme_parse("bf16", &bf16);
+    tq_cuda_session *gw = NULL, *gj = NULL;
+    tq_cuda_session_opts go = {0};
+    go.no_wide_head = 1;
+    CHECK(tq_session_create(m, &so, &c) == TQ_OK && tq_cuda_session_create(m, bf16, np + steps + 2, &gw) == TQ_OK &&
+              tq_cuda_session_create(m, bf16, np + steps + 2, &gj) == TQ_OK && tq_cuda_session_set_opts(gj, &go) == TQ_OK,
+          "native sessions: %s", tq_last_error());
+    float *lc = malloc((size_t)V * 4), *lw = malloc((size_t)V * 4), *lj = malloc((size_t)V * 4);
+    double wj = 0, wc = 0;
+    int n = 0, same = 0, samec = 0;
+    for (int s = 0; c && gw && gj && lc && lw && lj && s <= steps; s++) {
+        const int32_t *tok = s ? &prompt[s - 1] : prompt;
+        const int k = s ? 1 : np;
+        const tq_status st = tq_session_eval(c, tok, k, lc) == TQ_OK && tq_cuda_session_eval(gw, tok, k, lw) == TQ_OK &&
+                                     tq_cuda_session_eval(gj, tok, k, lj) == TQ_OK
+                                 ? TQ_OK
+                                 : TQ_E_CUDA;
+        CHECK(st == TQ_OK, "native step %d: %s", s, tq_last_error());
+        if (st != TQ_OK)
+            break;
+        const double a = kl64(lj, lw, V), b = kl64(lc, lw, V);
+        wj = a > wj ? a : wj;
+        wc = b > wc ? b : wc;
+        same += argmax_f(lj, V) == argmax_f(lw, V);
+        samec += argmax_f(lc, V) == argmax_f(lw, V);
+        n++;
+    }
+    printf("native Q8_0 head (random SmolLM2-shape model, %d positions; kernels: %s): wide kernel vs decode job max KL "
+           "%.2e, top-1 %d/%d; vs CPU native (f32 cache) max KL %.2e, top-1 %d/%d\n", n,
+           gw ? tq_cuda_session_kernels(gw) : "-", wj, same, n, wc, samec, n);
+    CHECK(n == steps + 1 && wj < 1e-3 && same == n, "wide head vs decode job: max KL %.3e, top-1 %d/%d", wj, same, n);
+    CHECK(wc < 0.05, "GPU native vs CPU native: max KL %.3e", wc);
+    free(lc), free(lw), free(lj);
+    tq_session_free(c);
+    tq_cuda_session_free(gw);
+    tq_cuda_session_free(gj);
+    tq_model_free(m);
+}
+
+static void drift_by_inputs(void)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/tq_cuda_gen_rand30_%d.gguf", (int)getpid());
+    tq_status st = rand_gguf_write(path, TQ_GGML_Q8_0, 30, t_seed);
+    CHECK(st == TQ_OK, "random SmolLM2-shape GGUF: %s", tq_last_error());
+    tq_model *m = NULL;
+    tq_model_opts mo;
+    tq_model_opts_default(&mo);
+    mo.weight_type = TQ_DTYPE_BF16;
+    mo.weight_store = TQ_STORE_DEQUANT;
+    if (st == TQ_OK)
+        CHECK(tq_model_load(path, &mo, &m) == TQ_OK, "load: %s", tq_last_error());
+    if (m)
+        native_head(path);
+    remove(path);
+    if (!m)
+        return;
+    tq_model_info mi;
+    tq_model_get_info(m, &mi);
+    const int V = mi.vocab_size, np = 64, steps = 8;
+    static const char *schemes[3] = {"bf16", "kv8", "turbo:k8v3"};
+    static const struct { int in; const char *name; } M[] = {
+        {TQ_CUDA_IN_BF16, "bf16"}, {TQ_CUDA_IN_KV_F32, "K/V f32"}, {TQ_CUDA_IN_F32, "all f32"}};
+    int32_t prompt[64], stream[8];
+    tq_rng rng;
+    tq_rng_seed(&rng, t_seed ^ 0xd41fu);
+    for (int i = 0; i < np; i++)
+        prompt[i] = (int32_t)(tq_rng_u64(&rng) % (uint64_t)V);
+    /* CPU logits of every scheme and position (the token stream: the CPU bf16 cache's argmax) */
+    float *lc = malloc((size_t)3 * (steps + 1) * V * 4), *lg = malloc((size_t)V * 4);
+    for (int si = 0; si < 3 && lc; si++) {
+        tq_session_opts so;
+        tq_session_opts_default(&so);
+        tq_kv_scheme_parse(schemes[si], &so.kv);
+        so.n_ctx = np + steps + 4;
+        tq_session *c = NULL;
+        CHECK(tq_session_create(m, &so, &c) == TQ_OK, "CPU %s: %s", schemes[si], tq_last_error());
+        for (int s = 0; c && s <= steps; s++) {
+            float *out = lc + ((size_t)si * (steps + 1) + s) * V;
+            st = s ? tq_session_eval(c, &stream[s - 1], 1, out) : tq_session_eval(c, prompt, np, out);
+            CHECK(st == TQ_OK, "CPU eval: %s", tq_last_error());
+            if (si == 0 && s < steps)
+                stream[s] = argmax_f(out, V);
+        }
+        tq_session_free(c);
+    }
+    double turbo_mean[3] = {0, 0, 0};
+    for (int k = 0; k < 3 && lc; k++) {
+        printf("drift GPU vs CPU (same scheme), random SmolLM2-shape model, 64 + %d positions, GPU inputs %-8s:",
+               steps, M[k].name);
+        for (int si = 0; si < 3; si++) {
+            tq_kv_scheme ks;
+            tq_kv_scheme_parse(schemes[si], &ks);
+            tq_cuda_session *g = NULL;
+            tq_cuda_session_opts go = {0};
+            go.inputs = M[k].in;
+            CHECK(tq_cuda_session_create(m, ks, np + steps + 4, &g) == TQ_OK &&
+                      tq_cuda_session_set_opts(g, &go) == TQ_OK, "GPU %s: %s", schemes[si], tq_last_error());
+            double sum = 0, worst = 0;
+            int top1 = 0, n = 0;
+            for (int s = 0; g && s <= steps; s++) {
+                st = s ? tq_cuda_session_eval(g, &stream[s - 1], 1, lg) : tq_cuda_session_eval(g, prompt, np, lg);
+                CHECK(st == TQ_OK, "GPU eval: %s", tq_last_error());
+                if (st != TQ_OK)
+                    break;
+                const float *ref = lc + ((size_t)si * (steps + 1) + s) * V;
+                const double kk = kl64(ref, lg, V);
+                sum += kk;
+                worst = kk > worst ? kk : worst;
+                top1 += argmax_f(ref, V) == argmax_f(lg, V);
+                n++;
+            }
+            tq_cuda_session_free(g);
+            printf(" | %s KL mean %.2e max %.2e top-1 %d/%d", schemes[si], n ? sum / n : 0.0, worst, top1, n);
+            CHECK(n == steps + 1, "%s / %s: %d positions ran", M[k].name, schemes[si], n);
+            if (si == 0)
+                CHECK(worst < 0.01, "%s inputs, bf16 cache: max KL %.3e >= 0.01", M[k].name, worst);
+            else if (M[k].in != TQ_CUDA_IN_BF16) /* bf16 inputs: printed only (the drift being fixed) */
+                CHECK(n && sum / n < 0.1 && top1 >= (int)(0.85 * n), "%s inputs, %s: mean KL %.3e, top-1 %d/%d",
+                      M[k].name, schemes[si], n ? sum / n : 0.0, top1, n);
+            if (M[k].in == TQ_CUDA_IN_F32 && si == 0) /* f32 activations everywhere: the bf16 cache then
+                                                       * drifts like another f32 summation order (CPU
+                                                       * avx2 vs avx512: 1.9e-7; measured 2.1e-7) */
+                CHECK(worst < 1e-5, "all-f32 inputs, bf16 cache: max KL %.3e >= 1e-5", worst);
+            if (si == 2)
+                turbo_mean[k] = n ? sum / n : 1.0;
+        }
+        printf("\n");
+    }
+    /* the fix: f32 K/V inputs halve the turbo drift (measured 2026-12-03: 2.2e-3 -> 1.1e-3, all f32
+     * 7.2e-4; what remains is the attention kernel's own ~2-8e-4 relative error, test_cuda_kv) */
+    CHECK(turbo_mean[1] < 0.8 * turbo_mean[0] && turbo_mean[2] < 0.8 * turbo_mean[0],
+          "turbo drift with f32 K/V inputs %.3e / all f32 %.3e not below 0.8x bf16 inputs' %.3e", turbo_mean[1],
+          turbo_mean[2], turbo_mean[0]);
+    free(lc);
+    free(lg);
+    tq_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_cuda_gen");
@@ -557,5 +892,11 @@ int main(int argc, char **argv)
     gen_cases();
     prefill_chunks();
     encoder_in_forward();
+    exact_kv_inputs();
+    int quick = 0;
+    for (int i = 1; i < argc; i++)
+        quick |= !strcmp(argv[i], "--quick");
+    if (!quick)
+        drift_by_inputs();
     return t_done();
 }

@@ -337,6 +337,11 @@ int main(int argc, char **argv)
             if (staged == 3) { /* more rows than resident warps: several rows per warp */
                 test_ggml(fmts[fi], 4500, 256, 1, 0);
                 test_ggml(fmts[fi], 3, 6144, 1, 0); /* Q4_K: 24 super-blocks = 1.5 chunks */
+                if (fi < 3) { /* 576 columns (SmolLM2's head): packed rows of 612 / 324 / 360
+                               * bytes padded to a 16-byte stride, which the wide kernel reads */
+                    const size_t prb = tq_format_row_bytes(tq_format_get(fmts[fi]), 576);
+                    test_ggml(fmts[fi], 4500, 576, 1, (int)((16 - prb % 16) % 16));
+                }
             }
             printf("%s %s done (worst |gpu - ref| / sum|w xq| so far %.2e)\n", tq_format_get(fmts[fi])->name,
                    staged == 3 ? "wide" : staged ? "staged" : "direct", worst_ratio);

@@ -6,6 +6,7 @@
  *     [r0, r1) with odd counts and a tail group; nothing written outside those rows and tokens;
  *     gemm_q8 and mv_q8 over 600 rows x 37, 8 and 5 tokens too (several row chunks and token
  *     groups; a group of <= 8 tokens runs as row pairs: 32 rows per tile product);
+ *     the r16 tile (tq_qdot_amx_r16: Q4_0, Q4_1, Q8_0 groups read in place) for 1..9 tokens;
  *  2. the format table: with tq_cpu_amx(), the 32-formats' q8 kernel is named "amx-int8".
  * SKIPS (exit 77) with the reason when the library was built without AMX or this CPU/OS does not
  * grant it (CI machines need not have AMX). */
@@ -17,6 +18,7 @@
 #include "cpu/qdot.h"
 #include "cpu/qdot_amx.h"
 #include "cpu/qdot_iq4nl.h"
+#include "cpu/qdot_r16.h"
 #include "t.h"
 #include "turboquant.h"
 
@@ -217,6 +219,56 @@ static void check_chunks(const fmt *f, int N)
     free(w), free(x), free(y0), free(y1), free(a), free(pk);
 }
 
+/* the tile over r16 weights (Q4_0, Q4_1, Q8_0): 3 groups of 16 rows, n = 1..9 tokens, group
+ * ranges [r0, r1), k = 32 .. 2048 and one above TQ_AMX_MAXK (the r16 VNNI fallback); == the
+ * library scalar over the file rows, bit for bit */
+static void check_r16(const fmt *f)
+{
+    enum { R = 48, MAXN = 9 };
+    static const int kbs[] = {1, 2, 3, 5, 18, 48, 64, 65};
+    const tq_qmv_q8_fn amx = tq_qdot_amx_r16(f->id), sc = scalar_mv(f->id);
+    CHECK(amx != NULL, "%s: the r16 AMX kernel exists", f->name);
+    if (!amx)
+        return;
+    int bad = 0, checked = 0;
+    for (size_t ki = 0; ki < sizeof(kbs) / sizeof(kbs[0]); ki++) {
+        const int64_t nb = kbs[ki], k = 32 * nb;
+        const size_t rb = (size_t)nb * (size_t)f->bytes;
+        uint8_t *w = malloc(R * rb), *wp = malloc(R * rb);
+        float *x = malloc(sizeof(float) * MAXN * (size_t)k);
+        tq_q8a *a = malloc(sizeof(tq_q8a) * MAXN * (size_t)nb);
+        float *y0 = malloc(sizeof(float) * MAXN * R), *y1 = malloc(sizeof(float) * MAXN * R);
+        if (!w || !wp || !x || !a || !y0 || !y1) {
+            CHECK(0, "out of memory");
+            return;
+        }
+        rand_blocks(f->id, f->bytes, w, (int64_t)R * nb);
+        for (int g = 0; g < R / 16; g++)
+            tq_r16_pack(f->id, w + (size_t)g * 16 * rb, nb, wp + (size_t)g * 16 * rb);
+        for (int64_t i = 0; i < MAXN * k; i++)
+            x[i] = (float)tq_rng_normal(&rng) * (tq_rng_u64(&rng) % 16 ? 1.0f : 8.0f);
+        for (int t = 0; t < MAXN; t++)
+            tq_qdot_scalar()->quant_q8a(x + t * k, a + t * nb, k);
+        for (int n = 1; n <= MAXN; n++) {
+            const int64_t r0 = 16 * (int64_t)(tq_rng_u64(&rng) % 2);
+            const int64_t r1 = r0 + 16 * (1 + (int64_t)(tq_rng_u64(&rng) % (uint64_t)((R - r0) / 16)));
+            for (int i = 0; i < MAXN * R; i++)
+                y0[i] = y1[i] = -7.0f;
+            sc(w, rb, k, a, n, y0, R, r0, r1);
+            amx(wp, rb, k, a, n, y1, R, r0, r1);
+            for (int i = 0; i < MAXN * R; i++) {
+                if (memcmp(&y0[i], &y1[i], 4) && bad++ < 3)
+                    fprintf(stderr, "%s r16 k %lld n %d [%lld, %lld) index %d: amx %.9g, scalar %.9g\n",
+                            f->name, (long long)k, n, (long long)r0, (long long)r1, i, y1[i], y0[i]);
+                checked++;
+            }
+        }
+        free(w), free(wp), free(x), free(a), free(y0), free(y1);
+    }
+    CHECK(bad == 0, "%s: %d of %d r16 AMX values differ from the scalar over the file rows",
+          f->name, bad, checked);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv, "test_qdot_amx");
@@ -231,6 +283,8 @@ int main(int argc, char **argv)
         check_chunks(&fmts[i], 37);
         check_chunks(&fmts[i], 8);
         check_chunks(&fmts[i], 5);
+        if (tq_r16_format(fmts[i].id) && tq_r16_mv(fmts[i].id))
+            check_r16(&fmts[i]);
     }
     for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
         const tq_format *f = tq_cpu_format(fmts[i].id);

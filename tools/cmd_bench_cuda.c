@@ -14,9 +14,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tq bench --cuda -m MODEL [--kv LIST] [--depths LIST] [--decode N] [--check N]\n"
-            "                [--seed S] [--merge M] [--no-gemv] [--no-graph] [--no-pdl]\n"
+            "                [--seed S] [--merge M] [--no-gemv] [--no-graph] [--no-pdl] [--enc-two]\n"
+            "                [--no-wide-head]\n"
             "                [--weights native|bf16] [--prefill-qgemv] [--prefill-chunk N]\n"
-            "                [--device-sampler] [--csv FILE]\n"
+            "                [--device-sampler] [--inputs kv|bf16|f32] [--csv FILE]\n"
             "  the forward pass on GPU 0: GEMV kernels for decode, cuBLAS / quantized GEMV for\n"
             "  prefill, the device KV cache.\n"
             "  -m, --model   GGUF file or safetensors directory (Llama-family blocks)\n"
@@ -31,6 +32,9 @@ static void usage(FILE *f)
             "  --no-gemv     decode linears through cuBLAS + separate elementwise kernels (A/B)\n"
             "  --no-graph    decode steps launch kernel by kernel, not as one CUDA graph (A/B)\n"
             "  --no-pdl      no programmatic dependent launch (decode GEMVs, reduce) (A/B)\n"
+            "  --enc-two     K and V rows encoded in two launches per append (before 4df7c24) (A/B)\n"
+            "  --no-wide-head  a native head decodes through the fused decode job (one warp per\n"
+            "                row) instead of the wide quantized GEMV (A/B)\n"
             "  --weights W   bf16 (default: everything dequantized to bf16 at load) or native (a\n"
             "                quantized GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K matrices stay packed on the\n"
             "                GPU, quantized GEMV with q8 activations; other formats as bf16). bf16\n"
@@ -42,6 +46,9 @@ static void usage(FILE *f)
             "                64 / GQA group = the chunk before 2026-12-03) (A/B)\n"
             "  --device-sampler  decode picks the greedy token on the GPU (only the id is copied\n"
             "                back) instead of copying the logits and taking the argmax on the host\n"
+            "  --inputs I    inputs of the bf16-weight products: kv (default: the K / V projections\n"
+            "                take f32 activations, the rest bf16), bf16 (all; before 2026-12-03),\n"
+            "                f32 (all f32; prefill: hi + lo bf16 GEMMs) (A/Bs of the cache drift)\n"
             "  --csv FILE    also write scheme,depth,prefill_tok_s,decode_tok_s,decode_ms rows\n");
 }
 
@@ -206,11 +213,27 @@ int cmd_bench_cuda(int argc, char **argv)
             g_opts.no_graph = 1;
         else if (!strcmp(a, "--no-pdl"))
             g_opts.kv.no_pdl = 1;
+        else if (!strcmp(a, "--enc-two"))
+            g_opts.kv.enc_two = 1;
+        else if (!strcmp(a, "--no-wide-head"))
+            g_opts.no_wide_head = 1;
         else if (!strcmp(a, "--prefill-qgemv"))
             g_opts.prefill_qgemv = 1;
         else if (!strcmp(a, "--device-sampler"))
             dev_sampler = 1;
-        else if (!strcmp(a, "--prefill-chunk")) {
+        else if (!strcmp(a, "--inputs") && v) {
+            const char *in = argv[++i];
+            if (!strcmp(in, "kv"))
+                g_opts.inputs = TQ_CUDA_IN_KV_F32;
+            else if (!strcmp(in, "bf16"))
+                g_opts.inputs = TQ_CUDA_IN_BF16;
+            else if (!strcmp(in, "f32"))
+                g_opts.inputs = TQ_CUDA_IN_F32;
+            else {
+                fprintf(stderr, "tq %s: --inputs %s (kv, bf16 or f32)\n", cmd, in);
+                return 2;
+            }
+        } else if (!strcmp(a, "--prefill-chunk")) {
             long pc = 0;
             if (cli_long(cmd, a, v, 1, TQ_CUDA_PREFILL_CHUNK, &pc))
                 return 2;
@@ -266,12 +289,15 @@ int cmd_bench_cuda(int argc, char **argv)
     printf("model %s: %s, %d layers, dim %d, %d/%d heads, head_dim %d, vocab %d (trained context %d)\n", model_path,
            mi.arch_name, mi.n_layers, mi.dim, mi.n_heads, mi.n_kv_heads, mi.head_dim, mi.vocab_size, mi.max_ctx);
     printf("device %s; decode = 1 token per step, batch 1, %s; prefill chunk %d tokens; single-token "
-           "linears: %s; step: %s%s; split merge %d (0 auto, 1 fused, 2 kernel, 3 cluster)\n", dev,
+           "linears: %s; step: %s%s; split merge %d (0 auto, 1 fused, 2 kernel, 3 cluster); bf16 products' "
+           "inputs: %s\n", dev,
            dev_sampler ? "greedy token picked on the GPU (--device-sampler)" : "logits copied to the host every step",
            g_opts.prefill_chunk ? g_opts.prefill_chunk : TQ_CUDA_PREFILL_CHUNK,
            g_opts.no_gemv ? "cuBLAS (--no-gemv)" : "GEMV kernel",
            g_opts.no_graph ? "kernel by kernel (--no-graph)" : "one CUDA graph",
-           g_opts.kv.no_pdl ? ", no PDL (--no-pdl)" : "", (int)g_opts.kv.merge);
+           g_opts.kv.no_pdl ? ", no PDL (--no-pdl)" : "", (int)g_opts.kv.merge,
+           g_opts.inputs == TQ_CUDA_IN_BF16 ? "bf16 (--inputs bf16)"
+           : g_opts.inputs == TQ_CUDA_IN_F32 ? "f32 (--inputs f32)" : "f32 for K / V, bf16 otherwise");
     if (!strcmp(weights, "native"))
         printf("native prefill products: %s\n", g_opts.prefill_qgemv ? "quantized GEMV, 8 tokens per launch "
                "(--prefill-qgemv)" : "dequantized to bf16 + cuBLAS");

@@ -38,6 +38,8 @@ static void usage(FILE *f)
             "  --max-body BYTES       request body limit, K/M suffixes (default 1M); above: 413\n"
             "  --timeout S            close a connection idle for S seconds (default 60)\n"
             "  --chunk N              prompt tokens per scheduler step (default 256)\n"
+            "  --chunk-decoding N     ... while another sequence is decoding (default 32: a long\n"
+            "                         prompt does not hold the decoding sequences for long)\n"
             "  --prompt-cache-dir DIR keep each slot's cache in DIR/slot-N.tqkv (KV snapshot\n"
             "                         format) after a request with a new prompt of at least\n"
             "                         --prompt-cache-min N tokens (default 64); restored at the\n"
@@ -154,6 +156,9 @@ static int parse_args(srv_opts *o, int argc, char **argv)
         } else if (!strcmp(f, "--chunk")) {
             INT_ARG(1, 4096);
             o->chunk = (int)n;
+        } else if (!strcmp(f, "--chunk-decoding")) {
+            INT_ARG(1, 4096);
+            o->chunk_busy = (int)n;
         } else if (!strcmp(f, "--weights") && v) {
             if (cli_weights(cmd, v, &o->wopts))
                 return -1;
@@ -268,6 +273,7 @@ int cmd_serve(int argc, char **argv)
     s.o.timeout = 60;
     s.o.max_body = SRV_DEFAULT_BODY;
     s.o.chunk = 256;
+    s.o.chunk_busy = 32;
     s.o.cache_min = 64;
     if (parse_args(&s.o, argc, argv))
         return 2;

@@ -82,6 +82,7 @@ typedef struct srv_opts {
     size_t max_body;        /* --max-body bytes                                            */
     size_t kv_mem;          /* --kv-mem bytes (0 = 90% of MemAvailable)                    */
     int chunk;              /* --chunk: prompt tokens per scheduler step                   */
+    int chunk_busy;         /* --chunk-decoding: ... while a sequence is decoding          */
     const char *chat_format;/* --chat-format (default: from the model's template)          */
     const char *cache_dir;  /* --prompt-cache-dir: slot-N.tqkv snapshots, restored at start */
     int cache_min;          /* --prompt-cache-min: prompts of at least this many tokens are

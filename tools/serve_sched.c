@@ -5,9 +5,9 @@
  * slot whose cached tokens share the longest prefix with the prompt: that prefix is kept, the
  * rest trimmed), drop cancelled requests, then run one step: the next token of every decoding
  * slot and prompt chunks of the prefilling slots, --chunk prompt tokens in all (several short
- * prompts are prefilled together in the one pass). Sampling (and the
- * requested log-probabilities, from the step's raw logits), UTF-8 assembly and stop strings
- * happen per slot; new text is published to the request under srv.mu.
+ * prompts are prefilled together in the one pass; --chunk-decoding while a slot decodes).
+ * Sampling (and the requested log-probabilities, from the step's raw logits), UTF-8 assembly
+ * and stop strings happen per slot; new text is published to the request under srv.mu.
  * A finished request frees its slot at once; its tokens stay in the slot's cache for reuse. */
 #include <time.h>
 #include <unistd.h>
@@ -334,7 +334,15 @@ static void step(srv *s)
     int64_t *nn = s->b_n;
     srv_slot **who = s->b_slot;
     int k = 0, n_prefill = 0;
-    int64_t budget = s->o.chunk; /* prompt tokens left for this step */
+    /* prompt tokens left for this step: --chunk, or --chunk-decoding while a sequence decodes
+     * (a long prompt is spread over several steps instead of stalling the decoding ones) */
+    int64_t budget = s->o.chunk;
+    for (int i = 0; i < s->n_slots; i++) {
+        const srv_slot *sl = &s->slots[i];
+        if (sl->req && !sl->fin && sl->admitted && sl->n_fed >= sl->req->n_prompt &&
+            sl->next >= 0 && s->o.chunk_busy > 0 && s->o.chunk_busy < budget)
+            budget = s->o.chunk_busy;
+    }
     const double t_in = srv_now();
     for (int i = 0; i < s->n_slots; i++) {
         srv_slot *sl = &s->slots[i];

@@ -4,10 +4,12 @@
  * then 8 teacher-forced steps (fixed token ids, so every run sees the same stream), and either
  * writes every step's logits (--out) or compares them with a file written by another run (--ref):
  * mean / max KL(ref || this) and top-1 agreement per scheme. The two runs differ only in the
- * environment of the process, e.g. TQ_MATVEC=avx512bf16 (activations rounded to bf16 before each
- * linear, as the GPU forward does) or TQ_CPU=avx2 (another summation order).
+ * flags given, e.g. --matvec-bf16 (activations rounded to bf16 before each linear, as the GPU
+ * forward did before 2026-12-03; tq_model_opts.matvec_bf16) or --isa avx2 (another summation
+ * order; tq_cpu_select; avx512vnni = avx512 without AMX tiles, whose bf16 products round the
+ * activations). (The library reads no environment: TQ_MATVEC / TQ_CPU no longer act here.)
  * Diagnostic program (not product, not a test).
- * usage: cpu_drift [-m MODEL] [-s SEED] --kv LIST (--out FILE | --ref FILE) */
+ * usage: cpu_drift [-m MODEL] [-s SEED] [--isa NAME] [--matvec-bf16] --kv LIST (--out FILE | --ref FILE) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +54,28 @@ int main(int argc, char **argv)
     const char *path = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *kvs = "f32,kv8,turbo:k8v3", *out = NULL,
                *ref = NULL;
     unsigned seed = 20261129;
+    int mv_bf16 = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--matvec-bf16")) {
+            mv_bf16 = 1;
+            for (int j = i; j + 1 < argc; j++)
+                argv[j] = argv[j + 1];
+            argc--;
+            break;
+        }
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-m"))
+        if (!strcmp(argv[i], "--isa")) {
+            int ok = 0;
+            const int vnni = !strcmp(argv[i + 1], "avx512vnni"); /* avx512 without the AMX tiles */
+            tq_cpu_set_amx(!vnni);
+            for (int k = 0; k < TQ_ISA_COUNT && !ok; k++)
+                if (!strcmp(vnni ? "avx512" : argv[i + 1], tq_isa_name((tq_isa)k)))
+                    ok = tq_cpu_select((tq_isa)k) == TQ_OK;
+            if (!ok) {
+                fprintf(stderr, "cpu_drift: --isa %s: not a level this CPU runs\n", argv[i + 1]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "-m"))
             path = argv[i + 1];
         else if (!strcmp(argv[i], "-s"))
             seed = (unsigned)strtoul(argv[i + 1], NULL, 10);
@@ -76,6 +98,8 @@ int main(int argc, char **argv)
     tq_model_opts mo;
     tq_model_opts_default(&mo);
     mo.weight_type = TQ_DTYPE_BF16; /* the GPU forward's weights */
+    mo.matvec_bf16 = mv_bf16;
+    mo.weight_store = TQ_STORE_DEQUANT; /* bf16 rows (since native kernels, AUTO keeps q8 blocks) */
     if (tq_model_load(path, &mo, &m) != TQ_OK) {
         fprintf(stderr, "cpu_drift: %s\n", tq_last_error());
         return 1;

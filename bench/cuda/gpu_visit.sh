@@ -38,7 +38,19 @@
 #             tq generate --cuda (device sampler / --host-sampler) vs the CPU engine, greedy,
 #             with and without the repetition penalty: texts and tok/s
 #   fwdncu    (needs the model) ncu kernel durations of the first decode steps (no graph, depth
-#             0), bf16 vs native weights: time per kernel name summed, the step's total
+#             0), bf16 vs native weights (and native with --no-wide-head): time per kernel name
+#             summed, the step's total
+#   randmodel a random-weight GGUF of SmolLM2's shape (Q8_0, 30 layers: tests/rand_gguf.h) in
+#             /tmp/r30.gguf, the model of the later steps (no model to carry)
+#   exact     issue 16 item 6: test_cuda_gen (parts 6-7: exact K/V inputs, drift per input rule,
+#             the native wide head) + memcheck (EXACT_SAN: the tools) of test_cuda_gen --quick;
+#             test_cuda_qgemv --quick + memcheck (the wide kernel on 16-byte padded rows)
+#   pvx       diagnostic build with the turbo P.V in ~fp32 (TQC_PV_EXACT=1): test_cuda_gen's
+#             drift per input rule, test_cuda_kv --quick turbo k8v3 errors vs this build's
+#   stepab    (needs the model) decode tok/s A/B in one visit, two rounds in alternating order:
+#             bf16 weights default / --enc-two (K and V encoded in two launches, before 4df7c24) /
+#             --inputs bf16 / --inputs f32; native weights default (wide head) / --no-wide-head /
+#             --enc-two; caches bf16 and turbo k8v3 at 1k / 8k / 32k, --device-sampler
 # Logs and CSVs go to $OUT (default out/gpu): visit.log and bundle.tgz (the tool returns <= 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,7 +69,7 @@ B=${BUILD:-build/gpu} # BUILD=/tmp/...: outside .gpu, which each call replaces (
 TQ=$B/tq
 deps=()
 [ -d .deps ] && deps=(-DCMAKE_PREFIX_PATH="$PWD/.deps")
-model=models/SmolLM2-135M-Instruct.Q4_1.gguf
+model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf} # or the `randmodel` step's file
 # cfg DIR [CUDA flags]: the CI CMake, Release, no shared library (the carried static json-c is not PIC)
 cfg() {
     cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTQ_CUDA=ON -DTQ_CUDA_ARCH=90a -DTQ_SHARED=OFF \
@@ -69,7 +81,7 @@ for step in "$@"; do
     el "step $step"
     case "$step" in
     build)
-        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd test_cuda_qgemv qgemv_bench test_cuda_gen test_cuda_eval > $w/build.log 2>&1
+        cfg $B && cmake --build $B -j 16 --target tq test_cuda_kv test_cuda_api test_cuda_fwd test_cuda_qgemv qgemv_bench test_cuda_gen test_cuda_eval rand_gguf > $w/build.log 2>&1
         rc=$?; el "build rc=$rc"; [ $rc = 0 ] || { tail -40 $w/build.log; pack; exit 1; }
         grep -c "warning" $w/build.log | sed 's/^/build warnings: /'
         ;;
@@ -370,13 +382,62 @@ PY
         done
         pack
         ;;
+    randmodel)
+        $B/tests/rand_gguf /tmp/r30.gguf q8_0 30 1 && model=/tmp/r30.gguf
+        ;;
+    exact)
+        timeout 300 $B/tests/test_cuda_gen > $w/exact_gen.log 2>&1; echo "test_cuda_gen rc=$?"
+        grep -v "^ok" $w/exact_gen.log | tail -16
+        pack
+        for tool in ${EXACT_SAN:-memcheck}; do
+            timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_cuda_gen --quick > $w/exact_$tool.log 2>&1
+            echo "compute-sanitizer $tool test_cuda_gen --quick rc=$?"; tail -2 $w/exact_$tool.log
+        done
+        timeout 200 $B/tests/test_cuda_qgemv --quick > $w/exact_qgemv.log 2>&1; echo "test_cuda_qgemv --quick rc=$?"
+        grep "FAIL\|done\|passed" $w/exact_qgemv.log | tail -6
+        timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_qgemv --quick \
+            > $w/exact_qgemv_memcheck.log 2>&1; echo "memcheck test_cuda_qgemv --quick rc=$?"; tail -2 $w/exact_qgemv_memcheck.log
+        pack
+        ;;
+    pvx)
+        # issue 16 item 6, what remains: the turbo attention's P.V in ~fp32 (TQC_PV_EXACT=1, a
+        # diagnostic build) -- test_cuda_gen's drift per input rule and test_cuda_kv's errors
+        cfg build/v-pvx "-DTQC_PV_EXACT=1" && cmake --build build/v-pvx -j 16 --target test_cuda_gen test_cuda_kv \
+            > $w/build_pvx.log 2>&1 || { echo "pvx build failed"; tail -20 $w/build_pvx.log; continue; }
+        el "pvx build done"
+        timeout 200 build/v-pvx/tests/test_cuda_gen > $w/pvx_gen.log 2>&1; echo "test_cuda_gen (TQC_PV_EXACT=1) rc=$?"
+        grep "drift\|exact K/V\|passed\|FAIL" $w/pvx_gen.log
+        for v in "default|$B" "pvx|build/v-pvx"; do
+            IFS='|' read -r tag bd <<< "$v"
+            timeout 200 $bd/tests/test_cuda_kv --quick > $w/pvx_kv_$tag.log 2>&1; echo "test_cuda_kv --quick ($tag) rc=$?"
+            grep "^attend turbo:k8v3" $w/pvx_kv_$tag.log | awk '{print $NF}' | sort -g | awk '{a[NR]=$1} END {print "  turbo:k8v3 attend rel err: n " NR ", median " a[int((NR+1)/2)] ", max " a[NR]}'
+        done
+        pack
+        ;;
+    stepab)
+        [ -f "$model" ] || { echo "no model $model"; continue; }
+        vs=("def|" "enc2|--enc-two" "inbf16|--inputs bf16" "inf32|--inputs f32" "nat|--weights native"
+            "natjob|--weights native --no-wide-head" "natenc2|--weights native --enc-two")
+        for r in 1 2; do
+            order=("${vs[@]}"); [ $r = 2 ] && { order=(); for ((i=${#vs[@]}-1; i>=0; i--)); do order+=("${vs[$i]}"); done; }
+            for v in "${order[@]}"; do
+                IFS='|' read -r tag fl <<< "$v"
+                ck=""; [ $r = 1 ] && [ $tag = def ] && ck="--check 2"
+                timeout 150 $TQ bench --cuda -m "$model" --kv bf16,turbo:k8v3 --depths 1024,8192,32768 --decode 64 \
+                    --device-sampler $ck $fl --csv $w/stepab_${tag}_r$r.csv > $w/stepab_${tag}_r$r.log 2>&1
+                echo "stepab $tag ($fl) round $r rc=$?"; grep "^kv\|^check\|KL" $w/stepab_${tag}_r$r.log | head -8
+            done
+        done
+        pack
+        ;;
     fwdncu)
         [ -f "$model" ] || { echo "no model $model"; continue; }
-        for wt in bf16 native; do
+        for wv in ${NCU_VARIANTS:-"bf16|" "native|" "native|--no-wide-head"}; do
+            IFS='|' read -r wt fl <<< "$wv"
             timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-count ${NCU_N:-250} \
-                $TQ bench --cuda -m "$model" --weights $wt --kv bf16 --depths 0 --decode 1 --no-graph \
-                > $w/fwdncu_$wt.csv 2> $w/fwdncu_$wt.err; echo "ncu forward decode ($wt) rc=$?"
-            python3 - $w/fwdncu_$wt.csv <<'PY'
+                $TQ bench --cuda -m "$model" --weights $wt --kv bf16 --depths 0 --decode 1 --no-graph $fl \
+                > $w/fwdncu_$wt$fl.csv 2> $w/fwdncu_$wt$fl.err; echo "ncu forward decode ($wt $fl) rc=$?"
+            python3 - $w/fwdncu_$wt$fl.csv <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows:

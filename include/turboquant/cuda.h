@@ -96,6 +96,8 @@ typedef struct tq_cuda_kv_opts {
     int no_pdl;          /* 1: launch the reduce kernel (MERGE_KERNEL) without programmatic
                             dependent launch (in a GPU session's options: the decode
                             GEMVs of the forward too)                                    */
+    int enc_two;         /* 1: an append encodes K and V rows in two launches (the append
+                            before 2026-12-03: 4df7c24 made it one; for A/Bs)            */
 } tq_cuda_kv_opts;
 /* tq_cuda_kv_set_opts() -- set the options of later attend calls (TQ_E_ARG on bad values). */
 TQ_API tq_status tq_cuda_kv_set_opts(tq_cuda_kv *c, const tq_cuda_kv_opts *o);
@@ -236,7 +238,15 @@ typedef struct tq_cuda_session_opts {
     int prefill_chunk;  /* tokens per forward call of a prefill, 1..TQ_CUDA_PREFILL_CHUNK
                            (0: TQ_CUDA_PREFILL_CHUNK; capped by n_ctx; an f32 cache keeps
                            its own); 64 / group was the size before 2026-12-03 (for A/Bs)   */
+    int inputs;         /* the bf16-weight products' inputs: TQ_CUDA_IN_KV_F32 (0, default):
+                           the K / V projections take the f32 activations (the CPU's values:
+                           a quantized cache encodes the same rows up to f32 summation order),
+                           the others bf16; TQ_CUDA_IN_BF16: all bf16 (before 2026-12-03);
+                           TQ_CUDA_IN_F32: all f32 (prefill: two bf16 GEMMs per product)    */
+    int no_wide_head;   /* 1: a native head decodes through the fused decode job (one warp per
+                           row, before 2026-12-03) instead of the wide quantized GEMV (A/Bs) */
 } tq_cuda_session_opts;
+enum { TQ_CUDA_IN_KV_F32 = 0, TQ_CUDA_IN_BF16 = 1, TQ_CUDA_IN_F32 = 2 };
 /* the default and largest prefill chunk of a GPU session (tokens per forward call) */
 #define TQ_CUDA_PREFILL_CHUNK 256
 /* tq_cuda_session_set_opts() -- set the options of later evals. */

@@ -265,6 +265,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--llama-extra", default="",
                     help="more llama-server flags, e.g. '--poll 0' on a loaded machine")
+    ap.add_argument("--tq-extra", default="",
+                    help="more tq serve flags, e.g. '--chunk-decoding 256'")
     ap.add_argument("--log-dir", default="/tmp")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
@@ -287,6 +289,7 @@ def main():
                    "--max-queue", "256", "--alias", "tq-model"]
             if args.weights:
                 cmd += ["--weights", args.weights]
+            cmd += args.tq_extra.split()
             servers.append(start_server("tq", cmd, p, args))
         if args.llama_server:
             p = free_port()

@@ -56,6 +56,9 @@ typedef struct tq_be_mm {
     tq_be_out out[4];
     float *res;             /* NULL or (n, out[0].w.rows)                    */
     const float *post_norm; /* NULL or (out[0].w.rows) norm of y before the add */
+    int kv_first;           /* > 0: outputs kv_first.. are K / V rows that a KV cache's
+                               codec encodes: a backend that rounds its inputs (CUDA: bf16)
+                               may keep them exact there (0: none)            */
 } tq_be_mm;
 
 /* one sequence's part of attend_batch(): the arguments of attend() */

@@ -6,6 +6,7 @@
 #include "cpu/qdot.h"
 #include "cpu/qdot_amx.h"
 #include "cpu/qdot_iq4nl.h"
+#include "cpu/qdot_r16.h"
 
 #if defined(TQ_HAVE_AMX) && defined(__x86_64__) && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512BW__)
 #include <immintrin.h>
@@ -758,6 +759,157 @@ AMX_FORMAT(q5_0, F_Q5_0, TQ_GGML_Q5_0, TQ_AMX_MIN_N)
 AMX_FORMAT(q5_1, F_Q5_1, TQ_GGML_Q5_1, TQ_AMX_MIN_N)
 AMX_FORMAT(iq4nl, F_IQ4NL, TQ_FMT_IQ4_NL, TQ_AMX_MIN_N_NIB)
 
+/* ---- r16 weights (cpu/qdot_r16.h), token groups of 2..8: the weights-as-B tile read in place --
+ * A 16-row group holds per block b the quant bytes as dwords, dword i of the 16 rows in 64 bytes
+ * (at b * 16 * qb): exactly B's row i before the nibble split (Q4_0/Q4_1: low nibbles = B row i,
+ * high = B row 4 + i; Q8_0: B row i after XOR 0x80), the columns in row order; after all blocks
+ * the f16 scales of the 16 rows per block (then Q4_1's mins): one 32-byte load, no gather. */
+static inline size_t r16_qb(int F) /* quant bytes per row and block */
+{
+    return F == F_Q8_0 ? 32 : 16;
+}
+
+static inline size_t r16_hb(int F) /* f16 header bytes per row and block */
+{
+    return F == F_Q4_1 ? 4 : 2;
+}
+
+/* the 8 B rows of one block's quant dwords gb (NULL: zeros) */
+AI void unpack_r16(int F, const uint8_t *gb, int8_t *dst)
+{
+    if (!gb) {
+        for (int k = 0; k < 8; k++)
+            _mm512_storeu_si512(dst + 64 * k, _mm512_setzero_si512());
+        return;
+    }
+    const uint8_t *q = gb;
+    if (F == F_Q8_0) {
+        for (int i = 0; i < 8; i++)
+            _mm512_storeu_si512(dst + 64 * i,
+                                _mm512_xor_si512(_mm512_loadu_si512(q + 64 * i),
+                                                 _mm512_set1_epi8((char)0x80)));
+        return;
+    }
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int i = 0; i < 4; i++) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * i);
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if (F == F_Q4_0) {
+            lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
+            hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
+        }
+        _mm512_storeu_si512(dst + 64 * i, lo);
+        _mm512_storeu_si512(dst + 64 * (4 + i), hi);
+    }
+}
+
+AI void unpack_r16_pair(int F, int64_t p, int64_t nb, const uint8_t *g, int8_t *dst)
+{
+    const size_t gq = 16 * r16_qb(F); /* one block's quant dwords */
+    unpack_r16(F, g + (size_t)(2 * p) * gq, dst);
+    unpack_r16(F, 2 * p + 1 < nb ? g + (size_t)(2 * p + 1) * gq : NULL, dst + 512);
+}
+
+/* the float part of pair p of the group at g for NT tokens (rows in the lanes, row order) */
+AI void float_r16(int F, int NT, int64_t p, int64_t nb, const uint8_t *g, const amx_pb *ap,
+                  const int32_t *cb, __m512 *acc, __m512 *accm)
+{
+    const int has_min = F == F_Q4_1;
+    for (int h = 0; h < 2; h++) {
+        const int64_t b = 2 * p + h;
+        if (b >= nb)
+            break;
+        const uint8_t *gb = g + (size_t)nb * 16 * r16_qb(F) + (size_t)b * 16 * r16_hb(F);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+        __m512 mw = _mm512_setzero_ps();
+        if (has_min)
+            mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32)));
+        for (int t = 0; t < NT; t++) {
+            const __m512 P = _mm512_cvtepi32_ps(_mm512_loadu_si512(cb + 16 * (8 * h + t)));
+            const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(ap[p].d[8 * h + t]));
+            acc[t] = _mm512_fmadd_ps(P, s, acc[t]);
+            if (has_min)
+                accm[t] = _mm512_add_ps(accm[t],
+                                        _mm512_mul_ps(mw, _mm512_set1_ps(ap[p].s[8 * h + t])));
+        }
+    }
+}
+
+/* groups [r0, r1) / 16 x the nt <= NT tokens of ap -> y */
+AI void run_r16(int F, int NT, const uint8_t *w, size_t rb, int64_t nb, const amx_pb *ap,
+                int64_t nt, float *y, int64_t ldy, int64_t r0, int64_t r1)
+{
+    _Alignas(64) int8_t bbuf[3][1024];
+    _Alignas(64) int32_t cbuf[2][256];
+    const int64_t np = (nb + 1) / 2;
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *g = w + (size_t)r * rb;
+        __m512 acc[8], accm[8];
+        for (int i = 0; i < 8; i++)
+            acc[i] = accm[i] = _mm512_setzero_ps();
+        unpack_r16_pair(F, 0, nb, g, bbuf[0]);
+        if (np > 1)
+            unpack_r16_pair(F, 1, nb, g, bbuf[1]);
+        tile_tr(0, ap, bbuf);
+        const char *nx = (const char *)(g + 16 * rb);
+        const int per = r + 16 < r1 ? (int)((16 * rb + 64 * np - 1) / (64 * np)) : 0;
+        for (int64_t p = 0; p < np; p++) {
+            for (int j = 0; j < per; j++)
+                _mm_prefetch(nx + 64 * (p * per + j), _MM_HINT_T0);
+            if (p + 1 < np)
+                tile_tr(p + 1, ap, bbuf);
+            if (p + 2 < np)
+                unpack_r16_pair(F, p + 2, nb, g, bbuf[(p + 2) % 3]);
+            if (p & 1)
+                _tile_stored(1, cbuf[1], 64);
+            else
+                _tile_stored(0, cbuf[0], 64);
+            if (p >= 1)
+                float_r16(F, NT, p - 1, nb, g, ap, cbuf[(p - 1) & 1], acc, accm);
+        }
+        float_r16(F, NT, np - 1, nb, g, ap, cbuf[(np - 1) & 1], acc, accm);
+        for (int64_t t = 0; t < nt; t++)
+            _mm512_storeu_ps(y + t * ldy + r, _mm512_add_ps(acc[t], accm[t]));
+    }
+}
+
+#define AMX_R16(name, F, FID)                                                                      \
+    static void r16_amx_##name(const void *w, size_t row_bytes, int64_t k, const void *act,       \
+                               int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1)           \
+    {                                                                                              \
+        const int64_t nb = k / TQ_QK;                                                              \
+        if (n < 1 || n > 8 || k % TQ_QK || nb > MAXB) {                                            \
+            tq_r16_mv_avx512(FID)(w, row_bytes, k, act, n, y, ldy, r0, r1);                        \
+            return;                                                                                \
+        }                                                                                          \
+        _Alignas(64) amx_pb ap[MAXB / 2];                                                          \
+        tr_from_q8a(act, nb, n, ap);                                                               \
+        config(0);                                                                                 \
+        if (n <= 2)                                                                                \
+            run_r16(F, 2, w, row_bytes, nb, ap, n, y, ldy, r0, r1);                                \
+        else if (n <= 4)                                                                           \
+            run_r16(F, 4, w, row_bytes, nb, ap, n, y, ldy, r0, r1);                                \
+        else                                                                                       \
+            run_r16(F, 8, w, row_bytes, nb, ap, n, y, ldy, r0, r1);                                \
+        _tile_release();                                                                           \
+    }
+AMX_R16(q8_0, F_Q8_0, TQ_GGML_Q8_0)
+AMX_R16(q4_0, F_Q4_0, TQ_GGML_Q4_0)
+AMX_R16(q4_1, F_Q4_1, TQ_GGML_Q4_1)
+
+tq_qmv_q8_fn tq_qdot_amx_r16(int id)
+{
+    if (!tq_r16_mv_avx512(id))
+        return NULL;
+    switch (id) {
+    case TQ_GGML_Q8_0: return r16_amx_q8_0;
+    case TQ_GGML_Q4_0: return r16_amx_q4_0;
+    case TQ_GGML_Q4_1: return r16_amx_q4_1;
+    default: return NULL;
+    }
+}
+
 static int fmt_index(int id)
 {
     switch (id) {
@@ -826,6 +978,12 @@ tq_qmv_q8_fn tq_qdot_amx_gemm(int id)
 void tq_qdot_amx_register(tq_isa isa, int id, tq_format_kernels *k)
 {
     (void)isa, (void)id, (void)k;
+}
+
+tq_qmv_q8_fn tq_qdot_amx_r16(int id)
+{
+    (void)id;
+    return NULL;
 }
 
 #endif

@@ -54,6 +54,18 @@ tq_qmv_q8_fn tq_qdot_amx_mv(int id);
  * any k), NULL when none. */
 tq_qmv_q8_fn tq_qdot_amx_gemm(int id);
 
+/* tq_qdot_amx_r16() -- the weights-as-B tile over r16 weights (cpu/qdot_r16.h: Q4_0, Q4_1, Q8_0;
+ * a tq_qmv_q8_fn over tq_q8a activations, r0 and r1 multiples of 16, the r16 B rows read in
+ * place, scales without a gather) for 1..8 tokens (more, or k above TQ_AMX_MAXK: the r16
+ * AVX512-VNNI kernel); NULL when none or not built. Runs only where tq_cpu_amx() said yes.
+ * qmatmul.c takes it for TQ_AMX_R16_MIN_N..8 tokens: its cost is flat in the tokens, the r16
+ * VNNI kernel's one pass per token. 1536 x 576, 1 thread, best of 7 x 50 calls, loaded box, us,
+ * r16 VNNI / AMX r16: Q4_1 n=1 8.0 / 21.1, n=2 16.1 / 22.1, n=3 24.4 / 23.8, n=4 30.1 / 21.8,
+ * n=8 65.0 / 31.0; Q4_0 n=3 22.5 / 22.5, n=4 26.8 / 20.6, n=8 57.4 / 23.5; Q8_0 n=4 28.2 / 22.8,
+ * n=8 55.0 / 25.2 (576 x 576 Q4_1: n=4 12.4 / 9.2, n=8 22.9 / 10.7). */
+tq_qmv_q8_fn tq_qdot_amx_r16(int id);
+#define TQ_AMX_R16_MIN_N 4
+
 /* tq_qdot_amx_register() -- when tq_cpu_amx() and format id has an AMX tile: k->mv_q8 = the
  * tile (n < TQ_AMX_MIN_N and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = the tile over
  * tq_q8p (qmatmul.c takes it from 8 tokens), k->isa_q8 = "amx-int8". Called from formats_cpu.c once per format, after the

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cpu/qdot.h"
+#include "cpu/qdot_amx.h"
 #include "cpu/qdot_r16.h"
 #include "cpu/qmatmul.h"
 
@@ -81,12 +82,13 @@ static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int6
  * gemm_q8 tile (packed activations) takes the product instead of mv_q8 */
 #define QMM_QACT_PAR 16
 #define QMM_GEMM_MIN 8
-/* tokens up to which an r16 matrix runs the r16 kernel (a pass per token over the group, from L1);
- * from 5 the AMX / VNNI tiles on the unpacked view are as fast or faster. Best of 5 x 300 calls,
- * 1536 x 576, 1 thread, loaded box, us, main's AMX mv / r16: Q4_0 n=1 38.7 / 6.7, n=2 72.1 / 13.4,
- * n=4 54.6 / 26.8, n=5 54.9 / 45.3, n=8 56.0 / 80.8; Q4_1 n=4 62.0 / 29.7, n=5 56.9 / 57.4; Q8_0
- * n=1 20.6 / 7.4, n=4 42.2 / 28.0, n=5 45.6 / 49.0 */
-#define QMM_R16_MAX_N 4
+/* tokens up to which an r16 matrix runs the r16 kernel (4 tokens per pass over a group, each
+ * block's weights split once); from 8 the packed-activation tiles (AMX / VNNI) on the unpacked
+ * view. Best of 5 x 300 calls, 1536 x 576, 1 thread, loaded box, us, main's AMX mv (41d4fe5) / r16:
+ * Q4_0 n=1 26.8 / 6.8, n=2 40.1 / 10.6, n=4 43.9 / 17.0, n=7 50.1 / 42.2, n=8 48.5 / 46.7; Q4_1
+ * n=4 46.1 / 18.8, n=7 47.1 / 35.3, n=8 83.1 / 91.0; Q8_0 n=1 20.7 / 7.2, n=4 35.3 / 14.5, n=7
+ * 52.4 / 48.3, n=8 72.2 / 49.4 */
+#define QMM_R16_MAX_N 7
 
 typedef struct qact_job {
     const float *x;
@@ -154,6 +156,15 @@ static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t 
     if (!W->r16) {
         qmm_rows_file(j, W, o->y, o->ldy, r0, r1);
         return;
+    }
+    if (j->n >= TQ_AMX_R16_MIN_N && j->n <= 8 && !j->act_f32 && tq_cpu_amx()) {
+        /* a batched decode step of 4..8 tokens: the AMX tile reads the r16 groups in place
+         * (instead of the r16 kernel's pass per token or the unpacked view) */
+        const tq_qmv_q8_fn amx = tq_qdot_amx_r16(W->f->id);
+        if (amx) {
+            amx(W->w, W->row_bytes, W->cols, j->act_a, j->n, o->y, o->ldy, r0, r1);
+            return;
+        }
     }
     if (j->n <= QMM_R16_MAX_N && !j->act_f32) { /* decode: the r16 kernel (r0, r1: whole groups) */
         tq_r16_mv_avx512(W->f->id)(W->w, W->row_bytes, W->cols, j->act_a, j->n, o->y, o->ldy, r0,

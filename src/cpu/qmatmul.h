@@ -13,7 +13,7 @@
  * on n or the thread split: prefill gives the bits of token-by-token decode (batch invariance).
  * Threads split rows in units of 16 per output.
  * Layout: a matrix is either the file's rows or (q->r16) the r16 groups of cpu/qdot_r16.h; an r16
- * matrix runs decode (n <= 4 tokens, QMM_R16_MAX_N) on the r16 kernel and every other kernel on an
+ * matrix runs decode (n <= 7 tokens, QMM_R16_MAX_N) on the r16 kernel and every other kernel on an
  * unpacked view (16-row groups back to the file layout on the stack, per call) -- the same bits. */
 #ifndef TQ_QMATMUL_H
 #define TQ_QMATMUL_H

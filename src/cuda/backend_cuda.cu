@@ -28,6 +28,9 @@ struct tqc_be {
     int64_t max_cols;
     float scale;
     __nv_bfloat16 *xb; // (max_n, max_cols) bf16 GEMM input
+    __nv_bfloat16 *xlo; // (max_n, max_cols) its low part: bf16(x - xb) (exact inputs, tqc_be_set_exact)
+    int exact;          // TQC_EXACT_*: which dense bf16 products take their input exactly
+    int wide_head;      // a native head-sized decode product through the wide kernel
     float *ys;         // (max_n, max_rows) one GEMM of a job's outputs, before the scatter
     int64_t max_rows;
     int32_t *tok;      // (max_n) token ids
@@ -162,7 +165,8 @@ __device__ inline void store_as(float *p, float v)
 // the matmul's input transform into bf16 (or, for dense f32 weights, f32) rows (n, cols): one
 // block per row
 template <int PRE, typename OT = __nv_bfloat16>
-__global__ void pre_kernel(const float *x, const float *aux, int cols, float eps, int p1, OT *xb)
+__global__ void pre_kernel(const float *x, const float *aux, int cols, float eps, int p1, OT *xb,
+                           __nv_bfloat16 *lo = nullptr)
 {
     __shared__ float red[32];
     const float *xr = x + (size_t)blockIdx.x * cols;
@@ -186,12 +190,18 @@ __global__ void pre_kernel(const float *x, const float *aux, int cols, float eps
         else
             v = xr[i];
         store_as(&xb[(size_t)blockIdx.x * cols + i], v);
+        if (lo) { // the rest of v below its bf16 rounding (exact: W hi + W lo, two GEMMs)
+            const float h = __bfloat162float(__float2bfloat16(v));
+            lo[(size_t)blockIdx.x * cols + i] = __float2bfloat16(v - h);
+        }
     }
 }
 
 // Decode GEMV over up to 4 outputs of the same input: block b belongs to the output whose
-// block range holds it; 8 warps, one row each. The input (transformed, bf16) is staged in
-// shared memory by every block. cols % 8 == 0, cols <= GEMV_MAXC.
+// block range holds it; 8 warps, one row each. The input (transformed) is staged in dynamic
+// shared memory by every block: as bf16, or as f32 for an exact output (ex[i]: the K / V
+// projections, whose rows a quantized cache encodes -- the CPU's f32 activations, issue 16
+// item 6). cols % 8 == 0, cols <= GEMV_MAXC; shared bytes cols * (any ex ? 4 : 2).
 constexpr int GEMV_MAXC = 8192;
 struct gemv_outs {
     const __nv_bfloat16 *w[4];
@@ -199,6 +209,7 @@ struct gemv_outs {
     int rows[4];
     int blk_end[4];
     int acc[4];
+    int ex[4];
     int n;
 };
 
@@ -206,18 +217,20 @@ template <int PRE>
 __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const float *src, const float *aux,
                                                    float eps, int p1)
 {
-    __shared__ __align__(16) __nv_bfloat16 xs[GEMV_MAXC];
+    extern __shared__ __align__(16) unsigned char gemv_sm[];
+    __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(gemv_sm);
+    float *xf = reinterpret_cast<float *>(gemv_sm);
     __shared__ float red[32];
     const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
     // this block's output, selected with constant indices (a dynamically indexed kernel
     // parameter would be copied to local memory by every thread)
     const __nv_bfloat16 *wk = o.w[0];
     float *yk = o.y[0];
-    int rows = o.rows[0], acck = o.acc[0], b0 = 0;
+    int rows = o.rows[0], acck = o.acc[0], exk = o.ex[0], b0 = 0;
 #pragma unroll
     for (int j = 1; j < 4; j++)
         if (j < o.n && (int)blockIdx.x >= o.blk_end[j - 1]) {
-            wk = o.w[j], yk = o.y[j], rows = o.rows[j], acck = o.acc[j], b0 = o.blk_end[j - 1];
+            wk = o.w[j], yk = o.y[j], rows = o.rows[j], acck = o.acc[j], exk = o.ex[j], b0 = o.blk_end[j - 1];
         }
     const int row = ((int)blockIdx.x - b0) * 8 + wid;
     // the weight row into L2 while the previous kernel finishes (launched with PDL), then wait
@@ -247,7 +260,10 @@ __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const 
             v = gelu_f(src[i]) * aux[i];
         else
             v = src[i];
-        xs[i] = __float2bfloat16(v);
+        if (exk)
+            xf[i] = v;
+        else
+            xs[i] = __float2bfloat16(v);
     }
     __syncthreads();
     if (row >= rows)
@@ -255,15 +271,34 @@ __global__ void __launch_bounds__(256) gemv_kernel(gemv_outs o, int cols, const 
     const uint4 *wr = reinterpret_cast<const uint4 *>(wk + (size_t)row * cols);
     const uint4 *xr = reinterpret_cast<const uint4 *>(xs);
     float acc = 0.0f;
-    for (int i = lane; i < cols / 8; i += 32) {
-        const uint4 a = __ldg(wr + i), b = xr[i];
-        const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
-        const __nv_bfloat162 *b2 = reinterpret_cast<const __nv_bfloat162 *>(&b);
+    if (exk) { // f32 activations: 8 weights against two float4 pieces
+        const float4 *xr4 = reinterpret_cast<const float4 *>(xf);
+        for (int i = lane; i < cols / 8; i += 32) {
+            const uint4 a = __ldg(wr + i);
+            const float4 f0 = xr4[2 * i], f1 = xr4[2 * i + 1];
+            const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
+            const float2 w0 = __bfloat1622float2(a2[0]), w1 = __bfloat1622float2(a2[1]);
+            const float2 w2 = __bfloat1622float2(a2[2]), w3 = __bfloat1622float2(a2[3]);
+            acc = fmaf(w0.x, f0.x, acc);
+            acc = fmaf(w0.y, f0.y, acc);
+            acc = fmaf(w1.x, f0.z, acc);
+            acc = fmaf(w1.y, f0.w, acc);
+            acc = fmaf(w2.x, f1.x, acc);
+            acc = fmaf(w2.y, f1.y, acc);
+            acc = fmaf(w3.x, f1.z, acc);
+            acc = fmaf(w3.y, f1.w, acc);
+        }
+    } else {
+        for (int i = lane; i < cols / 8; i += 32) {
+            const uint4 a = __ldg(wr + i), b = xr[i];
+            const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
+            const __nv_bfloat162 *b2 = reinterpret_cast<const __nv_bfloat162 *>(&b);
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 fa = __bfloat1622float2(a2[j]), fb = __bfloat1622float2(b2[j]);
-            acc = fmaf(fa.x, fb.x, acc);
-            acc = fmaf(fa.y, fb.y, acc);
+            for (int j = 0; j < 4; j++) {
+                const float2 fa = __bfloat1622float2(a2[j]), fb = __bfloat1622float2(b2[j]);
+                acc = fmaf(fa.x, fb.x, acc);
+                acc = fmaf(fa.y, fb.y, acc);
+            }
         }
     }
     for (int off = 16; off; off >>= 1)
@@ -502,6 +537,10 @@ void launch_gemv(tqc_be *b, const gemv_outs &o, int cols, const float *src, cons
     cfg.gridDim = dim3((unsigned)o.blk_end[o.n - 1]);
     cfg.blockDim = dim3(256);
     cfg.stream = b->stream;
+    int any_ex = 0;
+    for (int i = 0; i < o.n; i++)
+        any_ex |= o.ex[i];
+    cfg.dynamicSmemBytes = (size_t)cols * (any_ex ? 4 : 2);
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -511,21 +550,40 @@ void launch_gemv(tqc_be *b, const gemv_outs &o, int cols, const float *src, cons
 }
 
 template <int PRE>
-void launch_pre(tqc_be *b, const tq_be_mm *a, const float *aux)
+void launch_pre(tqc_be *b, const tq_be_mm *a, const float *aux, bool lo)
 {
-    pre_kernel<PRE><<<(unsigned)a->n, 256, 0, b->stream>>>(a->x, aux, (int)a->cols, a->eps, a->plus_one, b->xb);
+    pre_kernel<PRE><<<(unsigned)a->n, 256, 0, b->stream>>>(a->x, aux, (int)a->cols, a->eps, a->plus_one, b->xb,
+                                                           lo ? b->xlo : nullptr);
 }
 
-tq_status cublas_gemm(tqc_be *b, int rows, int n, int cols, const void *w, float beta, float *y, int ldy)
+// output i of job a takes its input exactly (TQC_EXACT_*; tq_be_mm.kv_first: the K / V outputs)
+bool exact_out(const tqc_be *b, const tq_be_mm *a, int i)
 {
-    const float alpha = 1.0f;
-    const cublasStatus_t cs = cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16BF,
-                                           cols, b->xb, CUDA_R_16BF, cols, &beta, y, CUDA_R_32F, ldy,
-                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return b->exact == TQC_EXACT_ALL || (b->exact == TQC_EXACT_KV && a->kv_first > 0 && i >= a->kv_first);
+}
+
+// y (rows x n, ld ldy) = beta y + W xb; exact: + W xlo too (a second GEMM, beta 1): the input as
+// hi + lo bf16 parts is x to 2^-16 relative, and the products of bf16 operands are exact in the
+// fp32 accumulation, so the sum is the f32-input product up to fp32 summation order
+tq_status cublas_gemm(tqc_be *b, int rows, int n, int cols, const void *w, float beta, float *y, int ldy,
+                      bool exact = false)
+{
+    const float alpha = 1.0f, one = 1.0f;
+    cublasStatus_t cs = cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16BF,
+                                     cols, b->xb, CUDA_R_16BF, cols, &beta, y, CUDA_R_32F, ldy,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (cs == CUBLAS_STATUS_SUCCESS && exact)
+        cs = cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16BF, cols, b->xlo,
+                          CUDA_R_16BF, cols, &one, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (cs != CUBLAS_STATUS_SUCCESS)
-        return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx (%d x %d x %d): status %d", rows, n, cols, (int)cs);
+        return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx (%d x %d x %d%s): status %d", rows, n, cols,
+                        exact ? ", hi + lo" : "", (int)cs);
     return TQ_OK;
 }
+
+// native single products of at least this many rows (a vocabulary head) decode through the
+// wide kernel when it runs them (tq_cuda_qgemv_wide)
+constexpr int64_t TQC_WIDE_MIN_ROWS = 16384;
 
 // same job of two matrices (one launch of tq_cuda_qgemv_job)?
 bool same_qjob(const tq_cuda_qmat *x, const tq_cuda_qmat *y)
@@ -550,6 +608,20 @@ tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
             dense_ok = false;
     if (!dense_ok)
         return TQC_FAIL(TQ_E_UNSUPPORTED, "CUDA backend matmul: dense weights must be bf16");
+    if (n == 1 && b->gemv && b->wide_head && a->n_out == 1 && !a->res && (a->pre == TQ_BE_PRE_NORM || a->pre == TQ_BE_PRE_NONE) &&
+        ((const tq_cuda_qmat *)a->out[0].w.native)->rows >= TQC_WIDE_MIN_ROWS &&
+        tq_cuda_qgemv_wide((const tq_cuda_qmat *)a->out[0].w.native)) {
+        // a head-sized single product (the vocabulary rows): the norm, then the wide kernel
+        // (persistent blocks streaming rows through shared memory) instead of the decode job's
+        // one warp per row (SmolLM2's Q8_0 head: 43.5 us cold, ncu s24)
+        const float *xin = a->x;
+        if (a->pre == TQ_BE_PRE_NORM) {
+            rmsnorm_kernel<<<1, 256, 0, b->stream>>>(a->xn, a->x, a->norm, cols, a->eps, a->plus_one);
+            xin = a->xn;
+        }
+        return tq_cuda_qgemv((const tq_cuda_qmat *)a->out[0].w.native, xin, cols, 1, a->out[0].y, a->out[0].ldy,
+                             b->qact, b->stream);
+    }
     if (n == 1 && b->gemv && a->cols <= TQ_CUDA_QJOB_MAXC && cols % 8 == 0 && cols <= GEMV_MAXC) {
         const bool fold = a->res && !a->post_norm;
         gemv_outs o = {};
@@ -561,6 +633,7 @@ tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
             o.rows[o.n] = (int)a->out[i].w.rows;
             o.y[o.n] = fold ? a->res : a->out[i].y;
             o.acc[o.n] = fold;
+            o.ex[o.n] = exact_out(b, a, i);
             be += (o.rows[o.n] + 7) / 8;
             o.blk_end[o.n++] = be;
         }
@@ -607,7 +680,9 @@ tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
     } else if (a->pre == TQ_BE_PRE_GELU) {
         act_kernel<TQ_BE_PRE_GELU><<<blocks_for((int64_t)n * cols), 256, 0, b->stream>>>(a->x, a->up, (int64_t)n * cols);
     }
-    bool have_xb = false;
+    bool have_xb = false, lo = false;
+    for (int i = 0; i < a->n_out; i++)
+        lo |= !a->out[i].w.native && exact_out(b, a, i);
     for (int i = 0; i < a->n_out; i++) {
         const tq_be_out *o = &a->out[i];
         tq_status st;
@@ -630,7 +705,8 @@ tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
             if (st != TQ_OK)
                 return st;
             if (!have_xb) {
-                pre_kernel<TQ_BE_PRE_NONE><<<(unsigned)n, 256, 0, b->stream>>>(xin, nullptr, cols, a->eps, 0, b->xb);
+                pre_kernel<TQ_BE_PRE_NONE><<<(unsigned)n, 256, 0, b->stream>>>(xin, nullptr, cols, a->eps, 0, b->xb,
+                                                                             lo ? b->xlo : nullptr);
                 have_xb = true;
             }
             st = cublas_gemm(b, (int)o->w.rows, n, cols, b->dq, 0.0f, o->y, (int)o->ldy);
@@ -642,10 +718,11 @@ tq_status matmul_native(tqc_be *b, const tq_be_mm *a)
             st = tq_cuda_qgemv(q, xin, cols, n, o->y, o->ldy, b->qact, b->stream);
         } else {
             if (!have_xb) {
-                pre_kernel<TQ_BE_PRE_NONE><<<(unsigned)n, 256, 0, b->stream>>>(xin, nullptr, cols, a->eps, 0, b->xb);
+                pre_kernel<TQ_BE_PRE_NONE><<<(unsigned)n, 256, 0, b->stream>>>(xin, nullptr, cols, a->eps, 0, b->xb,
+                                                                             lo ? b->xlo : nullptr);
                 have_xb = true;
             }
-            st = cublas_gemm(b, (int)o->w.rows, n, cols, o->w.w, 0.0f, o->y, (int)o->ldy);
+            st = cublas_gemm(b, (int)o->w.rows, n, cols, o->w.w, 0.0f, o->y, (int)o->ldy, exact_out(b, a, i));
         }
         if (st != TQ_OK)
             return st;
@@ -746,6 +823,7 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
             o.rows[i] = (int)a->out[i].w.rows;
             o.y[i] = fold ? a->res : a->out[i].y;
             o.acc[i] = fold;
+            o.ex[i] = exact_out(b, a, i);
             be += (o.rows[i] + 7) / 8;
             o.blk_end[i] = be;
         }
@@ -756,11 +834,15 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
         default: launch_gemv<TQ_BE_PRE_NONE>(b, o, cols, a->x, aux, a->eps, a->plus_one); break;
         }
     } else {
+        int ex0 = a->n_out; // the first exact output (the exact ones are a suffix: kv_first.. or all)
+        for (int i = a->n_out - 1; i >= 0 && exact_out(b, a, i); i--)
+            ex0 = i;
+        const bool lo = ex0 < a->n_out;
         switch (a->pre) {
-        case TQ_BE_PRE_NORM: launch_pre<TQ_BE_PRE_NORM>(b, a, aux); break;
-        case TQ_BE_PRE_SILU: launch_pre<TQ_BE_PRE_SILU>(b, a, aux); break;
-        case TQ_BE_PRE_GELU: launch_pre<TQ_BE_PRE_GELU>(b, a, aux); break;
-        default: launch_pre<TQ_BE_PRE_NONE>(b, a, aux); break;
+        case TQ_BE_PRE_NORM: launch_pre<TQ_BE_PRE_NORM>(b, a, aux, lo); break;
+        case TQ_BE_PRE_SILU: launch_pre<TQ_BE_PRE_SILU>(b, a, aux, lo); break;
+        case TQ_BE_PRE_GELU: launch_pre<TQ_BE_PRE_GELU>(b, a, aux, lo); break;
+        default: launch_pre<TQ_BE_PRE_NONE>(b, a, aux, lo); break;
         }
         // outputs whose weights follow each other in memory (the session uploads q|k|v and
         // gate|up that way): one GEMM into ys, one scatter
@@ -787,21 +869,26 @@ tq_status be_matmul(void *ctx, const tq_be_mm *a)
                 so.ldy[i] = a->out[i].ldy;
                 so.off[i + 1] = so.off[i] + (int)a->out[i].w.rows;
             }
+            if (lo) { // the exact outputs' rows (a suffix of ys's columns): + W xlo
+                const cublasStatus_t cl = cublasGemmEx(
+                    b->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)R - so.off[ex0], n, cols, &alpha, a->out[ex0].w.w,
+                    CUDA_R_16BF, cols, b->xlo, CUDA_R_16BF, cols, &alpha, b->ys + so.off[ex0], CUDA_R_32F, (int)R,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                if (cl != CUBLAS_STATUS_SUCCESS)
+                    return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx (lo part, %d x %d x %d): status %d",
+                                    (int)R - so.off[ex0], n, cols, (int)cl);
+            }
             scatter_kernel<<<n, 256, 0, b->stream>>>(b->ys, so);
             return TQ_OK;
         }
         for (int i = 0; i < a->n_out; i++) {
             const tq_be_out *o = &a->out[i];
             const int rows = (int)o->w.rows;
-            const float alpha = 1.0f, beta = fold ? 1.0f : 0.0f;
             float *y = fold ? a->res : o->y;
             const int ldy = fold ? rows : (int)o->ldy;
-            const cublasStatus_t cs =
-                cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, o->w.w, CUDA_R_16BF, cols,
-                             b->xb, CUDA_R_16BF, cols, &beta, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT);
-            if (cs != CUBLAS_STATUS_SUCCESS)
-                return TQC_FAIL(TQ_E_CUDA, "cuBLAS: cublasGemmEx (%d x %d x %d): status %d", rows, n, cols, (int)cs);
+            const tq_status st = cublas_gemm(b, rows, n, cols, o->w.w, fold ? 1.0f : 0.0f, y, ldy, i >= ex0);
+            if (st != TQ_OK)
+                return st;
         }
     }
     if (a->res && !fold) {
@@ -973,6 +1060,7 @@ extern "C" void tqc_be_free(tqc_be *b)
     if (b->gexec)
         cudaGraphExecDestroy(b->gexec);
     cudaFree(b->xb);
+    cudaFree(b->xlo);
     cudaFree(b->xf);
     cudaFree(b->kvf);
     cudaFree(b->ys);
@@ -1003,6 +1091,7 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows
     b->n_heads = n_heads;
     b->scale = attn_scale;
     b->gemv = 1;
+    b->wide_head = 1;
     b->dq_min_n = 9; // above the qgemv's 8-token launches
     int dev = 0, major = 0;
     b->pdl = cudaGetDevice(&dev) == cudaSuccess &&
@@ -1012,6 +1101,8 @@ extern "C" tq_status tqc_be_create(int max_n, int64_t max_cols, int64_t max_rows
     cudaError_t e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&b->xb, (size_t)max_n * (size_t)max_cols * 2);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&b->xlo, (size_t)max_n * (size_t)max_cols * 2);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&b->xf, (size_t)max_n * (size_t)max_cols * 4);
     if (e == cudaSuccess)
@@ -1088,6 +1179,16 @@ extern "C" void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on)
 extern "C" void tqc_be_set_gemv(tqc_be *b, int on)
 {
     b->gemv = on;
+}
+
+extern "C" void tqc_be_set_wide_head(tqc_be *b, int on)
+{
+    b->wide_head = on;
+}
+
+extern "C" void tqc_be_set_exact(tqc_be *b, int mode)
+{
+    b->exact = mode == TQC_EXACT_NONE || mode == TQC_EXACT_ALL ? mode : TQC_EXACT_KV;
 }
 
 extern "C" void tqc_be_set_prefill_dq(tqc_be *b, int min_n)

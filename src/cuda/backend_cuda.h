@@ -42,6 +42,18 @@ void tqc_be_bind_kv(tqc_be *b, tq_cuda_kv *c, int on);
 size_t tqc_be_kv_bytes(const tq_cuda_kv *c);
 /* 0: decode products through cuBLAS like prefill (for A/Bs), 1: fused GEMV kernels (default) */
 void tqc_be_set_gemv(tqc_be *b, int on);
+/* The inputs of the dense bf16 products: TQC_EXACT_KV (default): the K / V outputs of a job
+ * (tq_be_mm.kv_first) take the f32 input (decode: f32 activations in the GEMV's shared memory;
+ * prefill: the input split into bf16 hi + lo parts, W hi + W lo in two GEMMs), so a quantized
+ * cache's codec sees the CPU's values up to f32 summation order (issue 16 item 6), the other
+ * products bf16-rounded inputs; TQC_EXACT_NONE: every input rounded to bf16 (the forward before
+ * 2026-12-03); TQC_EXACT_ALL: every dense product exact (drift measurements). Native (quantized)
+ * products keep their q8 activations (the CPU's rule). */
+enum { TQC_EXACT_KV = 0, TQC_EXACT_NONE = 1, TQC_EXACT_ALL = 2 };
+/* 1 (default): a native single product of >= 16384 rows (a vocabulary head) decodes through the
+ * wide quantized GEMV when it runs the view (tq_cuda_qgemv_wide); 0: through the decode job */
+void tqc_be_set_wide_head(tqc_be *b, int on);
+void tqc_be_set_exact(tqc_be *b, int mode);
 /* Native (quantized) products of >= min_n tokens (default 9): the matrix dequantized to bf16 into
  * a scratch buffer, then cuBLAS; fewer tokens (and min_n 0: every count) through tq_cuda_qgemv */
 void tqc_be_set_prefill_dq(tqc_be *b, int min_n);

@@ -222,6 +222,18 @@ void tqc_be_set_pdl(tqc_be *b, int on)
     (void)b, (void)on;
 }
 
+void tqc_be_set_wide_head(tqc_be *b, int on)
+{
+    (void)b;
+    (void)on;
+}
+
+void tqc_be_set_exact(tqc_be *b, int mode)
+{
+    (void)b;
+    (void)mode;
+}
+
 void tqc_be_set_prefill_dq(tqc_be *b, int min_n)
 {
     (void)b, (void)min_n;

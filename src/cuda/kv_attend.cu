@@ -76,6 +76,13 @@ namespace {
 #ifndef TQC_NSTAGE_K8
 #define TQC_NSTAGE_K8 3
 #endif
+// Diagnostic (issue 16 item 6, bench builds only): turbo P.V in ~fp32 -- V = centroid * scale
+// computed in f32 and split into fp16 hi + lo, P split likewise, three fp16 MMAs (Vhi Phi + Vhi
+// Plo + Vlo Phi) instead of one on fp16-rounded values (the pair-table path off). Slower; 0 in
+// every product build.
+#ifndef TQC_PV_EXACT
+#define TQC_PV_EXACT 0
+#endif
 // turbo 4-bit K codes at head_dim 128: stages of their own (64-token tiles of 8.7 KB).
 #ifndef TQC_NSTAGE_K4
 #define TQC_NSTAGE_K4 TQC_NSTAGE_INT
@@ -148,7 +155,8 @@ struct Tr {
     static constexpr int SMEM_PART = SMEM_MERGE + 8 * (D + 2) * 4;
     static constexpr int SMEM = SMEM_PIPE > SMEM_PART ? SMEM_PIPE : SMEM_PART;
     static constexpr bool QK_INT = FAM == TQC_TURBO || FAM == TQC_AFF;
-    static constexpr bool PV_LUT2 = FAM == TQC_TURBO && VB <= 4;
+    static constexpr bool PVX = FAM == TQC_TURBO && TQC_PV_EXACT; // hi + lo P.V (diagnostic)
+    static constexpr bool PV_LUT2 = FAM == TQC_TURBO && VB <= 4 && !PVX;
     static constexpr bool PV_U8 = FAM == TQC_AFF && VB == 8;
     static constexpr bool BF = FAM == TQC_BF16;
     static constexpr int NG = D / 32;  // 32-groups
@@ -812,7 +820,7 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
         const float alpha = mt == m_run ? 1.0f : ex2(m_run - mref); // m_run = -inf -> 0
         m_run = mt;
         float psum = 0.0f;
-        uint32_t pb[NT], pl[T::BF ? NT : 1]; // P^T B operand: (tokens 8j+2tig, +1) of row g
+        uint32_t pb[NT], pl[T::BF || T::PVX ? NT : 1]; // P^T B operand: (tokens 8j+2tig, +1) of row g
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             const float p0 = ex2(sc[j][0] - mref), p1 = ex2(sc[j][1] - mref);
@@ -823,6 +831,10 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
                 pl[j] = pack_bf2(p0 - hf.x, p1 - hf.y);
             } else {
                 pb[j] = pack_f2(p0, p1);
+                if constexpr (T::PVX) {
+                    const float2 hf = __half22float2(bits_h2(pb[j]));
+                    pl[j] = pack_f2(p0 - hf.x, p1 - hf.y);
+                }
             }
         }
         l_run = l_run * alpha + psum;
@@ -1003,6 +1015,18 @@ __global__ void __launch_bounds__(NW * 32, min_blocks<D, FAM>()) attend_kernel(t
                     const uint32_t av[4] = {pack_f2(v[0][0], v[1][0]), pack_f2(v[0][1], v[1][1]),
                                             pack_f2(v[2][0], v[3][0]), pack_f2(v[2][1], v[3][1])};
                     mma_f16(o_acc[mt2], av, pb[2 * kk], pb[2 * kk + 1]);
+                    if constexpr (T::PVX) { // + Vhi Plo + Vlo Phi
+                        const uint32_t ix[4][2] = {{0, 1}, {0, 1}, {2, 3}, {2, 3}};
+                        uint32_t al[4];
+#pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            const float2 hf = __half22float2(bits_h2(av[c]));
+                            const int e = c & 1;
+                            al[c] = pack_f2(v[ix[c][0]][e] - hf.x, v[ix[c][1]][e] - hf.y);
+                        }
+                        mma_f16(o_acc[mt2], av, pl[2 * kk], pl[2 * kk + 1]);
+                        mma_f16(o_acc[mt2], al, pb[2 * kk], pb[2 * kk + 1]);
+                    }
                 }
             }
         }

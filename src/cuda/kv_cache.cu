@@ -250,6 +250,7 @@ extern "C" tq_status tq_cuda_kv_append(tq_cuda_kv *c, tq_dtype src_type, const v
     a.cap = c->cap;
     a.t0 = c->len;
     a.stream = c->stream;
+    a.two = c->opts.enc_two;
     if (on_device) {
         a.k_src = k;
         a.v_src = v;

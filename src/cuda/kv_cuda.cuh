@@ -48,6 +48,7 @@ struct tqc_encode_args {
     int batch, n_new, n_heads;
     int64_t cap, t0;
     cudaStream_t stream;
+    int two; // 1: K and V in two launches even when both are given (A/B; tq_cuda_kv_opts.enc_two)
 };
 tq_status tqc_encode_launch(const tqc_encode_args *a);
 // Gaussian rows on the device (seeded counter hash + Box-Muller), f32, n floats.

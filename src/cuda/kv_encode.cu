@@ -372,7 +372,7 @@ tq_status tqc_encode_launch(const tqc_encode_args *a)
         return TQ_OK;
     if (n_rows > (int64_t)ENC_WARPS * 0x7fffffffLL)
         return TQC_FAIL(TQ_E_ARG, "CUDA encode: %lld rows is too many for one call", (long long)n_rows);
-    const int both = a->k_src && a->v_src;
+    const int both = a->k_src && a->v_src && !a->two;
     for (int is_v = 0; is_v < 2; is_v++) {
         if (!(is_v ? a->v_src : a->k_src) || (both && is_v))
             continue;

@@ -758,7 +758,10 @@ __global__ void __launch_bounds__(32 * WW, 2) qgemv_wide_kernel(const qargs g)
     const int nmine = gw < g.rows ? (int)((g.rows - 1 - gw) / gstep + 1) : 0;
     const int nblk = (int)(g.cols / W::BE);
     const int ngr = wide_groups<F>(nblk), nch = (ngr + GPC - 1) / GPC;
-    const int row_pieces = nblk * W::BB / 16;
+    // 16-byte pieces of a row: a packed row that is not a multiple of 16 bytes (Q8_0 / Q4_0 /
+    // Q4_1 at cols % 256 != 0, e.g. 576) is read up to its 16-byte padded stride (row_bytes % 16
+    // == 0), the padding copied but never decoded
+    const int row_pieces = (nblk * W::BB + 15) / 16;
     const int total = nmine * nch;
     auto issue = [&](int c) {
         if (c < total) {
@@ -893,13 +896,14 @@ size_t packed_bytes_of(int f, int64_t cols)
 // tq_cuda_qgemv_set_staged(0): batch 1 of the ggml formats without the shared-memory staging;
 // 2: Q4_K staged too (A/B, tests). The library reads no environment (the caller's options decide).
 int g_staged = 3; // the wide kernel (H200 visit s23: 1.2-1.8x the staged / direct kernels)
-// the wide kernel (g_staged 3): Q8_0 / Q4_0 / Q4_1 / Q4_K, 16-byte aligned rows, the activation
-// and the chunks within 160 KB of shared memory
+// the wide kernel (g_staged 3): Q8_0 / Q4_0 / Q4_1 / Q4_K, 16-byte aligned rows (a packed row
+// of another length padded to a 16-byte stride), the activation and the chunks within 160 KB of
+// shared memory
 bool use_wide(int f, const qargs &g, int nt)
 {
     if (g_staged != 3 || nt != 1 || (f != F_Q8_0 && f != F_Q4_0 && f != F_Q4_1 && f != F_Q4_K))
         return false;
-    if (g.row_bytes % 16 || (uintptr_t)g.w % 16 || packed_bytes_of(f, g.cols) % 16 || (uintptr_t)g.act % 16)
+    if (g.row_bytes % 16 || (uintptr_t)g.w % 16 || (uintptr_t)g.act % 16)
         return false;
     const size_t sm = f == F_Q8_0 ? wide_smem<F_Q8_0>(g.cols) : f == F_Q4_0 ? wide_smem<F_Q4_0>(g.cols)
                     : f == F_Q4_1 ? wide_smem<F_Q4_1>(g.cols) : wide_smem<F_Q4_K>(g.cols);
@@ -1404,6 +1408,20 @@ extern "C" size_t tq_cuda_qgemv_packed_bytes(const tq_cuda_qmat *m)
     if (!m || !kfmt(m))
         return 0;
     return (size_t)m->rows * packed_row_bytes(m) + 4 * sb_count(m);
+}
+
+extern "C" int tq_cuda_qgemv_wide(const tq_cuda_qmat *m)
+{
+    const int f = m ? kfmt(m) : 0;
+    if (!f || m->cols <= 0 || m->cols % act_block(f))
+        return 0;
+    qargs g = {};
+    g.w = (const uint8_t *)m->w;
+    g.row_bytes = m->row_bytes;
+    g.rows = m->rows;
+    g.cols = m->cols;
+    g.act = nullptr; // the caller's workspace: cudaMalloc'ed, 16-byte aligned
+    return use_wide(f, g, 1) ? 1 : 0;
 }
 
 extern "C" size_t tq_cuda_qgemv_act_bytes(const tq_cuda_qmat *m, int n)

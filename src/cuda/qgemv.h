@@ -56,6 +56,11 @@ typedef struct tq_cuda_qmat {
 tq_status tq_cuda_qgemv_check(const tq_cuda_qmat *m);
 /* tq_cuda_qgemv_packed_bytes() -- bytes of weights (and scales + biases) one call reads. */
 size_t tq_cuda_qgemv_packed_bytes(const tq_cuda_qmat *m);
+/* tq_cuda_qgemv_wide() -- 1 if a batch-1 tq_cuda_qgemv() of this view runs the wide kernel
+ * (Q8_0 / Q4_0 / Q4_1 / Q4_K, w and row_bytes 16-byte aligned: a packed row of another length
+ * padded to a 16-byte stride is read up to the stride, the padding never decoded), with an
+ * activation workspace from cudaMalloc. */
+int tq_cuda_qgemv_wide(const tq_cuda_qmat *m);
 /* tq_cuda_qgemv_act_bytes() -- device workspace for the quantized activations of n tokens of
  * cols values for this format (0 for a format without kernels or a bad cols). */
 size_t tq_cuda_qgemv_act_bytes(const tq_cuda_qmat *m, int n);

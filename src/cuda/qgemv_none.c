@@ -31,6 +31,12 @@ size_t tq_cuda_qgemv_packed_bytes(const tq_cuda_qmat *m)
     return 0;
 }
 
+int tq_cuda_qgemv_wide(const tq_cuda_qmat *m)
+{
+    (void)m;
+    return 0;
+}
+
 size_t tq_cuda_qgemv_act_bytes(const tq_cuda_qmat *m, int n)
 {
     (void)m, (void)n;

@@ -50,7 +50,8 @@ tq_status tq_forward_run(const tq_fwd_weights *fw, const tq_backend *be, void *c
 
         /* attention: q, k, v = rmsnorm(x) Wq, Wk, Wv in one job */
         tq_be_mm a = {.x = r->x, .cols = dim, .n = n, .pre = TQ_BE_PRE_NORM,
-                      .norm = w->attn_norm, .eps = eps, .plus_one = p1, .xn = r->xn, .n_out = 3};
+                      .norm = w->attn_norm, .eps = eps, .plus_one = p1, .xn = r->xn, .n_out = 3,
+                      .kv_first = 1};
         a.out[0] = (tq_be_out){mat(fw, w->wq, &w->q_wq, qd, dim), r->q, qd};
         a.out[1] = (tq_be_out){mat(fw, w->wk, &w->q_wk, kvd, dim), r->k, kvd};
         a.out[2] = (tq_be_out){mat(fw, w->wv, &w->q_wv, kvd, dim), r->v, kvd};

@@ -166,22 +166,40 @@ static tq_status up_mat(tq_cuda_session *s, const tq_model *m, const void *dense
     tq_cuda_qmat v;
     tq_status st;
     if (gpu_view(q, (const void *)(uintptr_t)256 /* cudaMalloc's alignment */, &v) && s->n_qm < s->cap_qm) {
-        const size_t bytes = (size_t)q->rows * q->row_bytes;
+        /* a head-sized matrix (>= 16384 rows: the backend's wide-kernel decode of a single
+         * product) of rows that are not a multiple of 16 bytes (Q8_0 / Q4_0 / Q4_1 at 576
+         * columns) goes up with its rows padded to a 16-byte stride, which the wide kernel needs */
+        const size_t rb = q->rows >= 16384 && q->row_bytes % 16 ? (q->row_bytes + 15) / 16 * 16 : q->row_bytes;
+        const size_t fbytes = (size_t)q->rows * q->row_bytes, bytes = (size_t)q->rows * rb;
         void *fr = NULL; /* an r16 matrix (cpu/qdot_r16.h) goes up in the file's rows */
         if (q->r16) {
-            if (!(fr = tq_aligned_alloc(bytes)))
+            if (!(fr = tq_aligned_alloc(fbytes)))
                 return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory (%zu bytes)",
-                               bytes);
+                               fbytes);
             tq_qmm_file_rows(q, 0, q->rows, fr);
         }
-        st = up(s, fr ? fr : q->w, bytes, dst);
+        const uint8_t *src = fr ? (const uint8_t *)fr : (const uint8_t *)q->w;
+        if (rb == q->row_bytes) {
+            st = up(s, src, bytes, dst);
+        } else {
+            uint8_t *h = tq_calloc(bytes, 1);
+            if (!h) {
+                tq_free(fr);
+                return TQ_FAIL(TQ_E_NOMEM, "tq_cuda_session_create: out of host memory (%zu bytes)", bytes);
+            }
+            for (int64_t r = 0; r < q->rows; r++)
+                memcpy(h + (size_t)r * rb, src + (size_t)r * q->row_bytes, q->row_bytes);
+            st = up(s, h, bytes, dst);
+            tq_free(h);
+        }
         tq_free(fr);
         if (st)
             return st;
         v.w = *dst;
+        v.row_bytes = rb;
         s->qm[s->n_qm] = v;
         *dq = (tq_qmat){.w = &s->qm[s->n_qm++], .f = q->f, .rows = q->rows, .cols = q->cols,
-                        .row_bytes = q->row_bytes};
+                        .row_bytes = rb};
         char k[48];
         snprintf(k, sizeof(k), "%s qgemv (q8 act)", q->f->name);
         note_kernel(s, k);
@@ -690,6 +708,9 @@ tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opt
 {
     if (!s || !o)
         return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_set_opts: NULL %s", !s ? "session" : "options");
+    if (o->inputs < TQ_CUDA_IN_KV_F32 || o->inputs > TQ_CUDA_IN_F32)
+        return TQ_FAIL(TQ_E_ARG, "tq_cuda_session_set_opts: inputs %d (TQ_CUDA_IN_KV_F32, _BF16 or _F32)",
+                       o->inputs);
     for (int il = 0; il < s->cfg.n_layers && !s->kvf; il++) {
         const tq_status st = tq_cuda_kv_set_opts(s->kv[il], &o->kv);
         if (st != TQ_OK)
@@ -698,6 +719,10 @@ tq_status tq_cuda_session_set_opts(tq_cuda_session *s, const tq_cuda_session_opt
     tqc_be_set_gemv(s->be, !o->no_gemv);
     tqc_be_set_pdl(s->be, !o->kv.no_pdl);
     tqc_be_set_prefill_dq(s->be, o->prefill_qgemv ? 0 : 9);
+    tqc_be_set_wide_head(s->be, !o->no_wide_head);
+    tqc_be_set_exact(s->be, o->inputs == TQ_CUDA_IN_BF16  ? TQC_EXACT_NONE
+                            : o->inputs == TQ_CUDA_IN_F32 ? TQC_EXACT_ALL
+                                                          : TQC_EXACT_KV);
     s->graph = !o->no_graph;
     if (!s->kvf) {
         const int want = o->prefill_chunk > 0 ? o->prefill_chunk : TQ_CUDA_PREFILL_CHUNK;
