@@ -62,9 +62,12 @@ tq_qmv_q8_fn tq_qdot_amx_gemm(int id);
  * VNNI kernel's one pass per token. 1536 x 576, 1 thread, best of 7 x 50 calls, loaded box, us,
  * r16 VNNI / AMX r16: Q4_1 n=1 8.0 / 21.1, n=2 16.1 / 22.1, n=3 24.4 / 23.8, n=4 30.1 / 21.8,
  * n=8 65.0 / 31.0; Q4_0 n=3 22.5 / 22.5, n=4 26.8 / 20.6, n=8 57.4 / 23.5; Q8_0 n=4 28.2 / 22.8,
- * n=8 55.0 / 25.2 (576 x 576 Q4_1: n=4 12.4 / 9.2, n=8 22.9 / 10.7). */
+ * n=8 55.0 / 25.2 (576 x 576 Q4_1: n=4 12.4 / 9.2, n=8 22.9 / 10.7). Against gemm's r16 kernel
+ * of 4 tokens per pass (47e661a; quiet box, 20:56 UTC): Q4_1 n=4 17.1 / 21.5, n=6 27.5 / 28.3,
+ * n=7 33.5 / 30.4, n=8 36.9 / 30.4; Q4_0 n=6 27.4 / 25.3, n=7 30.9 / 25.5, n=8 33.6 / 25.7;
+ * 576 x 576 Q4_1 n=7 12.5 / 11.6, n=8 13.9 / 11.7: the tile from 7. */
 tq_qmv_q8_fn tq_qdot_amx_r16(int id);
-#define TQ_AMX_R16_MIN_N 4
+#define TQ_AMX_R16_MIN_N 7
 
 /* tq_qdot_amx_register() -- when tq_cpu_amx() and format id has an AMX tile: k->mv_q8 = the
  * tile (n < TQ_AMX_MIN_N and k > TQ_AMX_MAXK go to the AVX-512 VNNI kernel), k->gemm_q8 = the tile over

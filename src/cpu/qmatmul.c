@@ -87,8 +87,10 @@ static void mv_dequant(const tq_format *f, const void *w, size_t row_bytes, int6
  * view. Best of 5 x 300 calls, 1536 x 576, 1 thread, loaded box, us, main's AMX mv (41d4fe5) / r16:
  * Q4_0 n=1 26.8 / 6.8, n=2 40.1 / 10.6, n=4 43.9 / 17.0, n=7 50.1 / 42.2, n=8 48.5 / 46.7; Q4_1
  * n=4 46.1 / 18.8, n=7 47.1 / 35.3, n=8 83.1 / 91.0; Q8_0 n=1 20.7 / 7.2, n=4 35.3 / 14.5, n=7
- * 52.4 / 48.3, n=8 72.2 / 49.4 */
-#define QMM_R16_MAX_N 7
+ * 52.4 / 48.3, n=8 72.2 / 49.4. Up to 8 (serve helper): the unpacked view at 8 tokens (the
+ * batched step of 8 sequences without AMX) made the step 3x slower than r16 -- batch_bench -t 2
+ * --amx 0, quiet, ms per step: k=4 5.3, k=8 26.5; r16 at n=8 is 33.6-36.9 us at 1536 x 576 */
+#define QMM_R16_MAX_N 8
 
 typedef struct qact_job {
     const float *x;
@@ -158,7 +160,7 @@ static void qmm_rows(const qmm_job *j, const tq_qmm_out *o, int64_t r0, int64_t 
         return;
     }
     if (j->n >= TQ_AMX_R16_MIN_N && j->n <= 8 && !j->act_f32 && tq_cpu_amx()) {
-        /* a batched decode step of 4..8 tokens: the AMX tile reads the r16 groups in place
+        /* a batched decode step of 7..8 tokens: the AMX tile reads the r16 groups in place
          * (instead of the r16 kernel's pass per token or the unpacked view) */
         const tq_qmv_q8_fn amx = tq_qdot_amx_r16(W->f->id);
         if (amx) {
