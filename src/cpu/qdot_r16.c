@@ -63,6 +63,10 @@ void tq_r16_unpack_row(int id, const uint8_t *g, int64_t nb, int r, uint8_t *dst
 
 void tq_r16_unpack(int id, const uint8_t *src, int64_t nb, uint8_t *dst)
 {
+    if (tq_qdot_avx512()) { /* r16 matrices exist only there; the scalar moves are the spec */
+        tq_r16_unpack_avx512(id, src, nb, dst);
+        return;
+    }
     const size_t rb = (size_t)nb * tq_ggml_type_size(id);
     for (int r = 0; r < TQ_R16; r++)
         tq_r16_unpack_row(id, src, nb, r, dst + (size_t)r * rb);

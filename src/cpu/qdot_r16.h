@@ -38,6 +38,7 @@ int tq_r16_format(int id);
  * block_bytes apart, at src) <-> the group's r16 bytes (dst, 16 row_bytes). src != dst. */
 void tq_r16_pack(int id, const uint8_t *src, int64_t nb, uint8_t *dst);
 void tq_r16_unpack(int id, const uint8_t *src, int64_t nb, uint8_t *dst);
+void tq_r16_unpack_avx512(int id, const uint8_t *src, int64_t nb, uint8_t *dst); /* no CPU check */
 /* tq_r16_unpack_row() -- row r (0..15) of the group at g (nb blocks) in the file layout. */
 void tq_r16_unpack_row(int id, const uint8_t *g, int64_t nb, int r, uint8_t *dst);
 

@@ -142,3 +142,44 @@ tq_qmv_q8_fn tq_r16_mv_avx512(int id)
            : id == TQ_GGML_Q8_0 ? r16_mv_q8_0
                                 : NULL;
 }
+
+/* tq_r16_unpack_avx512() -- tq_r16_unpack (qdot_r16.c) for a whole group with 128-bit lane
+ * transposes: per block, each 4 quant lines (dword i of rows 0..15) become 16 rows' 16 bytes
+ * (unpack 32 / 64 within the 128-bit lanes: lane k holds rows 4k..4k+3), the f16 fields by
+ * 2-byte stores; Q8_0's stored w + 128 XORed back. The same bytes as the scalar moves
+ * (tests/test_qdot_r16.c: unpack(pack(rows)) == rows). */
+void tq_r16_unpack_avx512(int id, const uint8_t *src, int64_t nb, uint8_t *dst)
+{
+    const size_t hb = id == TQ_GGML_Q4_1 ? 4 : 2, qb = id == TQ_GGML_Q8_0 ? 32 : 16;
+    const size_t bs = hb + qb, rb = (size_t)nb * bs;
+    const __m512i x = _mm512_set1_epi8(id == TQ_GGML_Q8_0 ? (char)0x80 : 0);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *gq = src + (size_t)b * 16 * qb;
+        const uint8_t *gh = src + (size_t)nb * 16 * qb + (size_t)b * 16 * hb;
+        uint8_t *o = dst + (size_t)b * bs;
+        for (size_t h = 0; h < hb; h += 2)
+            for (int r = 0; r < 16; r++)
+                __builtin_memcpy(o + (size_t)r * rb + h, gh + 16 * h + 2 * (size_t)r, 2);
+        for (size_t q4 = 0; q4 < qb / 16; q4++) { /* 4 lines -> 16 bytes of each row */
+            const uint8_t *l = gq + 256 * q4;
+            const __m512i l0 = _mm512_xor_si512(_mm512_loadu_si512(l), x);
+            const __m512i l1 = _mm512_xor_si512(_mm512_loadu_si512(l + 64), x);
+            const __m512i l2 = _mm512_xor_si512(_mm512_loadu_si512(l + 128), x);
+            const __m512i l3 = _mm512_xor_si512(_mm512_loadu_si512(l + 192), x);
+            const __m512i t0 = _mm512_unpacklo_epi32(l0, l1), t1 = _mm512_unpackhi_epi32(l0, l1);
+            const __m512i t2 = _mm512_unpacklo_epi32(l2, l3), t3 = _mm512_unpackhi_epi32(l2, l3);
+            const __m512i u[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                                  _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+            uint8_t *oq = o + hb + 16 * q4;
+            for (int j = 0; j < 4; j++) { /* u[j]'s 128-bit lane k = row 4k + j */
+                _mm_storeu_si128((__m128i *)(oq + (size_t)j * rb), _mm512_castsi512_si128(u[j]));
+                _mm_storeu_si128((__m128i *)(oq + (size_t)(4 + j) * rb),
+                                 _mm512_extracti32x4_epi32(u[j], 1));
+                _mm_storeu_si128((__m128i *)(oq + (size_t)(8 + j) * rb),
+                                 _mm512_extracti32x4_epi32(u[j], 2));
+                _mm_storeu_si128((__m128i *)(oq + (size_t)(12 + j) * rb),
+                                 _mm512_extracti32x4_epi32(u[j], 3));
+            }
+        }
+    }
+}
