@@ -3,12 +3,12 @@
  *
  * Layout (in memory only, never on disk). A matrix whose rows are a multiple of 16 is cut into
  * groups of 16 consecutive rows; group G keeps exactly the bytes of its 16 file rows
- * [16 G row_bytes, 16 (G + 1) row_bytes), rearranged per 32-block b (in block order) into one
- * "group block" of 16 x block_bytes bytes at offset 16 b block_bytes:
- *     the f16 scale d of the 16 rows (row order, 32 bytes); Q4_1: then the 16 mins m (32 bytes);
- *     then the quant bytes as dwords: dword i (file quant bytes 4i .. 4i+3 of the block) of the
- *     16 rows, row order (64 bytes per i; Q4_0/Q4_1 i < 4, Q8_0 i < 8).
- *     Q8_0's quant bytes are stored XOR 0x80 (w + 128, unsigned); Q4_0/Q4_1 unchanged.
+ * [16 G row_bytes, 16 (G + 1) row_bytes), rearranged into two parts (docs/FORMAT.md "The r16
+ * layout"): first the quant dwords of every block b (in block order, 16 Q bytes per block at
+ * offset 16 Q b; Q = 16 for Q4_0/Q4_1, 32 for Q8_0): dword i (file quant bytes 4i .. 4i+3 of the
+ * block) of the 16 rows, row order (64 bytes per i); Q8_0's quant bytes stored XOR 0x80 (w + 128,
+ * unsigned), Q4_0/Q4_1 unchanged; then the f16 fields of every block (16 H bytes per block at
+ * nb 16 Q + 16 H b, H = 2, Q4_1 4): the 16 rows' d (row order), Q4_1 then the 16 rows' m.
  * So one 64-byte load is 16 rows x 4 consecutive file bytes -- the operand of one vpdpbusd with
  * the token's 4 activation bytes broadcast: P_b of 16 rows in the int32 lanes, no add tree, and
  * one cvt + mul + fma per block for 16 rows (Q4_0/Q4_1: low nibbles of dword i = elements
