@@ -43,6 +43,7 @@
 #include "t.h"
 #include "tiny_gguf.h"
 #include "turboquant.h"
+#include "logit_kl.h"
 
 static const int32_t P0[] = {504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 4521, 314};
 static const int32_t P1[] = {1604, 3987, 46477, 24, 94, 727, 472, 585, 304, 2067, 216, 34, 42, 448, 1003, 304, 472, 1003};
@@ -62,27 +63,6 @@ static int argmax(const float *x, int n, float *margin)
     if (margin)
         *margin = x[b] - second;
     return b;
-}
-
-/* KL(softmax(p) || softmax(q)) in float64 */
-static double kl(const float *p, const float *q, int n)
-{
-    double mp = -INFINITY, mq = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        mp = p[i] > mp ? p[i] : mp;
-        mq = q[i] > mq ? q[i] : mq;
-    }
-    double zp = 0, zq = 0;
-    for (int i = 0; i < n; i++) {
-        zp += exp(p[i] - mp);
-        zq += exp(q[i] - mq);
-    }
-    double k = 0;
-    for (int i = 0; i < n; i++) {
-        const double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
-        k += exp(lp) * (lp - lq);
-    }
-    return k;
 }
 
 /* The tiny random models of every architecture (tests/data/tiny: llama with Llama 3 RoPE
@@ -171,7 +151,7 @@ static void run_tiny(const char *arch)
         for (int s = 0; s <= steps; s++) {
             float margin;
             const int a = argmax(lc, V, &margin), b = argmax(lg, V, NULL);
-            const double k = kl(lc, lg, V);
+            const double k = logit_kl(lc, lg, V);
             worst = k > worst ? k : worst;
             n++;
             if (a == b)
@@ -263,7 +243,7 @@ static void lockstep(const char *what, tq_model *mc, tq_model *const *mg, int ng
             float margin;
             const int a = argmax(lc, V, &margin);
             for (int g = 0; g < ng && g < 3; g++) { /* the fourth: against the first, below */
-                const double k = kl(lc, lg[g], V);
+                const double k = logit_kl(lc, lg[g], V);
                 worst[g] = k > worst[g] ? k : worst[g];
                 if (argmax(lg[g], V, NULL) == a)
                     top1[g]++;
@@ -273,7 +253,7 @@ static void lockstep(const char *what, tq_model *mc, tq_model *const *mg, int ng
             if (ng >= 3 && s > 0)
                 *same01 += !memcmp(lg[0], lg[2], (size_t)V * 4);
             if (ng >= 4) { /* fused decode job vs the unfused products: KL into worst[3] */
-                const double k3 = kl(lg[0], lg[3], V);
+                const double k3 = logit_kl(lg[0], lg[3], V);
                 worst[3] = k3 > worst[3] ? k3 : worst[3];
             }
             (*n)++;
@@ -473,7 +453,7 @@ int main(int argc, char **argv)
                 /* same-scheme reference: CPU f32 for the bf16 GPU cache, CPU kv8 / turbo otherwise */
                 float margin;
                 const int a = argmax(lc[i], V, &margin), b = argmax(lg[i], V, NULL);
-                const double k = kl(lc[i], lg[i], V), kf = kl(lc[0], lg[i], V);
+                const double k = logit_kl(lc[i], lg[i], V), kf = logit_kl(lc[0], lg[i], V);
                 worst[i] = k > worst[i] ? k : worst[i];
                 pw[i] = k > pw[i] ? k : pw[i];
                 pwf[i] = kf > pwf[i] ? kf : pwf[i];
@@ -495,7 +475,7 @@ int main(int argc, char **argv)
         }
         printf("prompt %d (%d tokens): max KL vs same-scheme CPU: bf16 %.2e kv8 %.2e turbo %.2e | vs CPU f32: "
                "kv8 %.2e turbo %.2e; last step: CPU kv8 vs CPU f32 %.2e, CPU turbo vs CPU f32 %.2e\n",
-               p, lens[p], pw[0], pw[1], pw[2], pwf[1], pwf[2], kl(lc[0], lc[1], V), kl(lc[0], lc[2], V));
+               p, lens[p], pw[0], pw[1], pw[2], pwf[1], pwf[2], logit_kl(lc[0], lc[1], V), logit_kl(lc[0], lc[2], V));
     }
     /* The attention kernel on the model's own data: last layer, last decoded token of the last
      * prompt; reference = float64 attention over the CPU-decoded rows of the GPU cache. */

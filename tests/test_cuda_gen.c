@@ -58,6 +58,7 @@
 
 #include "byte_tokenizer.h"
 #include "rand_gguf.h"
+#include "logit_kl.h"
 
 /* ---- 1. the kernel against the CPU sampler ------------------------------------------------ */
 
@@ -387,24 +388,6 @@ static void gen_cases(void)
     tq_model_free(m);
 }
 
-static double kl(const float *p, const float *q, int n)
-{
-    double mp = -INFINITY, mq = -INFINITY, zp = 0, zq = 0, k = 0;
-    for (int i = 0; i < n; i++) {
-        mp = p[i] > mp ? p[i] : mp;
-        mq = q[i] > mq ? q[i] : mq;
-    }
-    for (int i = 0; i < n; i++) {
-        zp += exp(p[i] - mp);
-        zq += exp(q[i] - mq);
-    }
-    for (int i = 0; i < n; i++) {
-        const double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
-        k += exp(lp) * (lp - lq);
-    }
-    return k;
-}
-
 static int amax(const float *x, int n)
 {
     int b = 0;
@@ -459,7 +442,7 @@ static void prefill_chunks(void)
                       tq_cuda_session_eval(b, in, n, lb) == TQ_OK &&
                       tq_session_eval(c, in, n, lc) == TQ_OK,
                   "eval step %d: %s", s, tq_last_error());
-            const double kab = kl(lb, la, V), kac = kl(lc, la, V);
+            const double kab = logit_kl(lb, la, V), kac = logit_kl(lc, la, V);
             wab = kab > wab ? kab : wab;
             wac = kac > wac ? kac : wac;
             same += amax(la, V) == amax(lb, V);
@@ -689,24 +672,6 @@ static void exact_kv_inputs(void)
 
 /* ---- 7. same-scheme drift GPU vs CPU per input rule ------------------------------------------ */
 
-static double kl64(const float *p, const float *q, int n)
-{
-    double mp = -INFINITY, mq = -INFINITY, zp = 0, zq = 0, k = 0;
-    for (int i = 0; i < n; i++) {
-        mp = p[i] > mp ? p[i] : mp;
-        mq = q[i] > mq ? q[i] : mq;
-    }
-    for (int i = 0; i < n; i++) {
-        zp += exp(p[i] - mp);
-        zq += exp(q[i] - mq);
-    }
-    for (int i = 0; i < n; i++) {
-        const double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
-        k += exp(lp) * (lp - lq);
-    }
-    return k;
-}
-
 static int argmax_f(const float *x, int n)
 {
     int b = 0;
@@ -762,7 +727,7 @@ static void native_head(const char *path)
         CHECK(st == TQ_OK, "native step %d: %s", s, tq_last_error());
         if (st != TQ_OK)
             break;
-        const double a = kl64(lj, lw, V), b = kl64(lc, lw, V);
+        const double a = logit_kl(lj, lw, V), b = logit_kl(lc, lw, V);
         wj = a > wj ? a : wj;
         wc = b > wc ? b : wc;
         same += argmax_f(lj, V) == argmax_f(lw, V);
@@ -848,7 +813,7 @@ static void drift_by_inputs(void)
                 if (st != TQ_OK)
                     break;
                 const float *ref = lc + ((size_t)si * (steps + 1) + s) * V;
-                const double kk = kl64(ref, lg, V);
+                const double kk = logit_kl(ref, lg, V);
                 sum += kk;
                 worst = kk > worst ? kk : worst;
                 top1 += argmax_f(ref, V) == argmax_f(lg, V);

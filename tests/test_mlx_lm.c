@@ -17,6 +17,7 @@
 
 #include "t.h"
 #include "turboquant.h"
+#include "logit_kl.h"
 
 #define N_PROMPTS 20
 
@@ -35,26 +36,6 @@ static float *read_all(const char *path, size_t *n)
     *n = b ? fread(b, 1, (size_t)sz, f) / 4 : 0;
     fclose(f);
     return b;
-}
-
-/* KL(p || q) of two logit rows, in double */
-static double kl_row(const float *p, const float *q, int V)
-{
-    double mp = -1e300, mq = -1e300, sp = 0, sq = 0, kl = 0;
-    for (int i = 0; i < V; i++) {
-        mp = fmax(mp, p[i]);
-        mq = fmax(mq, q[i]);
-    }
-    for (int i = 0; i < V; i++) {
-        sp += exp((double)p[i] - mp);
-        sq += exp((double)q[i] - mq);
-    }
-    const double lp = mp + log(sp), lq = mq + log(sq);
-    for (int i = 0; i < V; i++) {
-        const double a = (double)p[i] - lp;
-        kl += exp(a) * (a - ((double)q[i] - lq));
-    }
-    return kl;
 }
 
 static int argmax(const float *x, int V)
@@ -107,7 +88,7 @@ static int compare(const char *tag, const char *dir, const char *lg_path, int st
         }
         for (int64_t t = 0; t < ntok[p]; t++) {
             const float *a = ref + off + (size_t)(t * V), *b = lg + t * V;
-            const double k = kl_row(a, b, V);
+            const double k = logit_kl(a, b, V);
             kl_sum += k;
             kl_max = fmax(kl_max, k);
             const int same = argmax(a, V) == argmax(b, V);

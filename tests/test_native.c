@@ -21,6 +21,7 @@
 #include "t.h"
 #include "tiny_gguf.h"
 #include "turboquant.h"
+#include "logit_kl.h"
 
 #define NTOK 24
 
@@ -75,25 +76,6 @@ static int argmax(const float *v, int n)
     return b;
 }
 
-/* KL(p || q) of two logit vectors, in float64 */
-static double kl(const float *p, const float *q, int n)
-{
-    double mp = p[0], mq = q[0], zp = 0, zq = 0, r = 0;
-    for (int i = 1; i < n; i++) {
-        mp = p[i] > mp ? p[i] : mp;
-        mq = q[i] > mq ? q[i] : mq;
-    }
-    for (int i = 0; i < n; i++) {
-        zp += exp(p[i] - mp);
-        zq += exp(q[i] - mq);
-    }
-    for (int i = 0; i < n; i++) {
-        const double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
-        r += exp(lp) * (lp - lq);
-    }
-    return r;
-}
-
 /* native vs f32 on one file: returns mean KL (q8) */
 static void compare(const char *path, const char *label, const int32_t *toks, int n,
                     int exact_check, double kl_max, double top1_min)
@@ -122,7 +104,7 @@ static void compare(const char *path, const char *label, const int32_t *toks, in
         }
         same_f += argmax(pa, V) == argmax(pb, V);
         same_q += argmax(pa, V) == argmax(pc, V);
-        const double k = kl(pa, pc, V);
+        const double k = logit_kl(pa, pc, V);
         klsum += k;
         klmax = k > klmax ? k : klmax;
     }
